@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Install tracer into ./.venv on a fresh machine, GPU box or not.
+# A GPU box keeps its CUDA build of torch (the venv sees system site-packages); a machine without
+# torch gets the CPU wheel torch==2.13.0 (an unpinned torch would pull a multi-GB CUDA build).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+python3 -m venv --system-site-packages .venv
+. .venv/bin/activate
+python -m pip install -q --upgrade pip
+python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
+extras="test"
+if command -v nvidia-smi >/dev/null 2>&1; then extras="test,cupti"; fi
+python -m pip install -q -e ".[$extras]"
+echo "tracer installed in $(pwd)/.venv ($(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")'))"

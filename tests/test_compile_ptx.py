@@ -1,0 +1,110 @@
+"""NVRTC compiles every variant x config for sm_90 and sm_120 without a GPU, and the PTX of each
+fence variant has the fence and atomic scope it promises, where it promises."""
+from __future__ import annotations
+
+import re
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+from tracer import compile as nvrtc_compile
+from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, all_configs
+
+ARCHS = ("sm_90", "sm_120")
+FENCE = re.compile(r"^\s*(membar\.(cta|gl|sys)|fence\.\S+)")
+ATOM = re.compile(r"^\s*(atom|red)\.\S*global\S*\.max\.s32")
+LABEL = re.compile(r"^\$L__\w+:")
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_every_variant_and_config_compiles(arch: str) -> None:
+    keys = [KernelKey(v, c, InDtype.BF16, OutFormat.E4M3, arch) for v in Variant for c in all_configs(InDtype.BF16)]
+    keys += [KernelKey(Variant.NONE, c, d, f, arch) for d in (InDtype.FP16, InDtype.FP32) for f in OutFormat for c in all_configs(d)]
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        ptxs = list(pool.map(nvrtc_compile.ptx, keys))
+    assert len(ptxs) == 12 * 20 + 2 * (20 + 15)
+    for key, text in zip(keys, ptxs):
+        assert ".entry cast_transpose(" in text, nvrtc_compile.describe(key)
+        assert f".target {key.arch}" in text
+
+
+def _events(key: KernelKey) -> list[tuple[str, str]]:
+    """('fence'|'atom'|'label', text) in PTX order, from the amax reduction on."""
+    out = []
+    for line in nvrtc_compile.ptx(key).splitlines():
+        if FENCE.match(line):
+            out.append(("fence", line.strip()))
+        elif ATOM.match(line):
+            out.append(("atom", line.strip()))
+        elif LABEL.match(line):
+            out.append(("label", line.strip()))
+    return out
+
+
+def _kinds(events: list[tuple[str, str]]) -> list[str]:
+    return [k for k, _ in events if k != "label"]
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+@pytest.mark.parametrize("variant", FENCE_VARIANTS)
+def test_fence_placement_in_ptx(variant: Variant, arch: str) -> None:
+    ev = _events(KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, arch))
+    fences = [t for k, t in ev if k == "fence"]
+    atoms = [t for k, t in ev if k == "atom"]
+    assert len(atoms) == 1, atoms
+    atom = atoms[0]
+    expect = {
+        Variant.NONE: ([], "atom"),
+        Variant.SYSTEM_SCOPE_ATOMIC: ([], "atom"),
+        Variant.DEVICE_BEFORE_ATOMIC: (["membar.gl"], "fence<atom"),
+        Variant.DEVICE_THREAD0_ONLY: (["membar.gl"], "fence<atom"),
+        Variant.BLOCK_BEFORE_ATOMIC: (["membar.cta"], "fence<atom"),
+        Variant.SYSTEM_BEFORE_ATOMIC: (["membar.sys"], "fence<atom"),
+        Variant.DEVICE_AFTER_ATOMIC: (["membar.gl"], "atom<fence"),
+        Variant.DEVICE_BEFORE_RETURN: (["membar.gl"], "atom<fence"),
+    }[variant]
+    assert [f.split()[0].rstrip(";") for f in fences] == expect[0]
+    order = "<".join(_kinds(ev)).replace("fence<fence", "fence")
+    assert order == expect[1]
+    if variant is Variant.SYSTEM_SCOPE_ATOMIC:
+        assert ".sys" in atom
+    else:
+        assert ".sys" not in atom and (".gpu" in atom or arch == "sm_90"), atom
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_after_atomic_is_in_the_atomic_block_and_before_return_is_not(arch: str) -> None:
+    def labels_between(variant: Variant) -> int:
+        ev = _events(KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, arch))
+        i = next(n for n, (k, _) in enumerate(ev) if k == "atom")
+        j = next(n for n, (k, _) in enumerate(ev) if k == "fence")
+        return sum(1 for k, _ in ev[i:j] if k == "label")
+
+    assert labels_between(Variant.DEVICE_AFTER_ATOMIC) == 0
+    assert labels_between(Variant.DEVICE_BEFORE_RETURN) >= 1
+
+
+@pytest.mark.parametrize("variant,needle", [
+    (Variant.PLANTED_RACE, None),
+    (Variant.PLANTED_BARRIER, "bar.warp.sync"),
+    (Variant.PLANTED_OOB, "1099511627776"),
+])
+def test_planted_kernels_carry_their_defect(variant: Variant, needle: str | None) -> None:
+    key = KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+    text = nvrtc_compile.ptx(key)
+    clean = nvrtc_compile.ptx(KernelKey(Variant.NONE, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90"))
+    if needle is None:  # one barrier fewer than the clean kernel
+        assert text.count("bar.sync") == clean.count("bar.sync") - 1
+    else:
+        assert needle in text and needle not in clean
+
+
+def test_compile_error_carries_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
+    from tracer.errors import CompileError
+
+    monkeypatch.setattr(nvrtc_compile, "kernel_source", lambda: "extern \"C\" __global__ void k() { nope; }")
+    key = KernelKey(Variant.NONE, Config(4, 4), InDtype.FP32, OutFormat.E4M3, "sm_90")
+    nvrtc_compile.ptx.cache_clear()
+    with pytest.raises(CompileError, match="identifier \"nope\" is undefined"):
+        nvrtc_compile.ptx(key)
+    nvrtc_compile.ptx.cache_clear()

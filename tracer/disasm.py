@@ -1,0 +1,115 @@
+"""SASS of the compiled kernels and the per-variant summary: registers, instruction count,
+fence and atomic instructions with their scope."""
+from __future__ import annotations
+
+import difflib
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer import compile as nvrtc_compile
+from tracer import proc
+from tracer.errors import ToolMissingError
+from tracer.kernelspec import KernelKey
+
+FENCE_OPS = ("MEMBAR", "FENCE", "ERRBAR", "CGAERRBAR", "CCTL")
+ATOMIC_OPS = ("ATOMG", "ATOMS", "ATOM", "REDG", "RED")
+_INSTR = re.compile(r"/\*[0-9a-f]{4,}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_.]*)")
+_SCOPE = re.compile(r"\.(CTA|SM|GPU|SYS|VC)\b")
+_RES = re.compile(r"REG:(\d+)\s+STACK:(\d+)\s+SHARED:(\d+)\s+LOCAL:(\d+)")
+
+
+def find_tool(name: str) -> str:
+    """nvdisasm / cuobjdump: NVIDIA's pip wheels first, then a CUDA toolkit on PATH."""
+    import shutil
+
+    try:
+        from cuda.pathfinder import find_nvidia_binary_utility
+
+        found = find_nvidia_binary_utility(name)
+    except ImportError:
+        found = None
+    found = found or shutil.which(name)
+    if not found:
+        raise ToolMissingError(f"{name} not found: pip install nvidia-cuda-{name} (or install a CUDA toolkit)")
+    return found
+
+
+@dataclass(frozen=True)
+class SpecialInstr:
+    offset: int
+    opcode: str
+    scope: str  # CTA, GPU, SYS, or "" when the opcode names none
+
+
+@dataclass(frozen=True)
+class SassSummary:
+    registers: int
+    shared_bytes: int
+    stack_bytes: int
+    instructions: int
+    fences: tuple[SpecialInstr, ...]
+    atomics: tuple[SpecialInstr, ...]
+
+    def order(self) -> str:
+        """Fences and atomics in program order, e.g. 'MEMBAR.SC.GPU < ATOMG.E.MAX.S32.STRONG.GPU'."""
+        items = sorted(self.fences + self.atomics, key=lambda s: s.offset)
+        return " < ".join(s.opcode for s in items) or "-"
+
+
+def _write_cubin(key: KernelKey) -> Path:
+    path = Path(tempfile.mkdtemp(prefix="tracer-sass-")) / "kernel.cubin"
+    path.write_bytes(nvrtc_compile.cubin(key))
+    return path
+
+
+def sass(key: KernelKey) -> str:
+    res = proc.capture([find_tool("nvdisasm"), "-c", str(_write_cubin(key))])
+    if res.returncode != 0:
+        raise ToolMissingError(f"nvdisasm failed (exit {res.returncode}): {res.stderr().strip()[:300]}")
+    return res.stdout()
+
+
+def resource_usage(key: KernelKey) -> str:
+    res = proc.capture([find_tool("cuobjdump"), "--dump-resource-usage", str(_write_cubin(key))])
+    if res.returncode != 0:
+        raise ToolMissingError(f"cuobjdump failed (exit {res.returncode}): {res.stderr().strip()[:300]}")
+    return res.stdout()
+
+
+def opcodes(sass_text: str) -> list[tuple[int, str]]:
+    """(offset, full opcode with modifiers) of every instruction."""
+    out = []
+    for line in sass_text.splitlines():
+        m = _INSTR.search(line)
+        if m:
+            out.append((int(line.split("/*")[1].split("*/")[0], 16), m.group(1)))
+    return out
+
+
+def _special(ops: list[tuple[int, str]], names: tuple[str, ...]) -> tuple[SpecialInstr, ...]:
+    found = []
+    for off, op in ops:
+        if op.split(".")[0] in names:
+            scope = _SCOPE.search(op)
+            found.append(SpecialInstr(off, op, scope.group(1) if scope else ""))
+    return tuple(found)
+
+
+def summarize(sass_text: str, resources: str) -> SassSummary:
+    ops = opcodes(sass_text)
+    m = _RES.search(resources)
+    reg, stack, shared, _ = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
+    return SassSummary(reg, shared, stack, len(ops), _special(ops, FENCE_OPS), _special(ops, ATOMIC_OPS))
+
+
+def summary(key: KernelKey) -> SassSummary:
+    return summarize(sass(key), resource_usage(key))
+
+
+def opcode_diff(a: str, b: str, name_a: str, name_b: str, context: int = 3) -> str:
+    """Unified diff of the opcode streams (registers and addresses dropped, so only codegen shows)."""
+    ops_a = [op for _, op in opcodes(a)]
+    ops_b = [op for _, op in opcodes(b)]
+    return "\n".join(difflib.unified_diff(ops_a, ops_b, name_a, name_b, n=context, lineterm=""))

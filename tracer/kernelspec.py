@@ -1,0 +1,219 @@
+"""The cast-transpose kernel family as data: variants, dtypes, configs and the config heuristic.
+
+Pure: no CUDA, no torch. Everything a user can name is validated here.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from tracer.errors import UsageError, unknown
+
+THREADS = 256
+MIN_TILE = 32
+WIDTHS = (1, 2, 4, 8, 16)
+WAVES = 2  # the heuristic wants at least this many blocks per SM
+
+
+class Variant(str, Enum):
+    """Fence placement around the amax atomic, plus the planted-bug kernels."""
+
+    NONE = "none"
+    DEVICE_BEFORE_ATOMIC = "device_before_atomic"
+    BLOCK_BEFORE_ATOMIC = "block_before_atomic"
+    SYSTEM_BEFORE_ATOMIC = "system_before_atomic"
+    DEVICE_AFTER_ATOMIC = "device_after_atomic"
+    DEVICE_BEFORE_RETURN = "device_before_return"
+    DEVICE_THREAD0_ONLY = "device_thread0_only"
+    SYSTEM_SCOPE_ATOMIC = "system_scope_atomic"
+    PLANTED_RACE = "planted_race"
+    PLANTED_OOB = "planted_oob"
+    PLANTED_UNINIT = "planted_uninit"
+    PLANTED_BARRIER = "planted_barrier"
+
+    @property
+    def planted(self) -> bool:
+        return self.value.startswith("planted_")
+
+    @property
+    def macro(self) -> str:
+        return "VARIANT_" + self.name
+
+
+VARIANT_DOC: dict[Variant, str] = {
+    Variant.NONE: "no fence: stores, block amax reduce, one relaxed device-scope atomicMax per block",
+    Variant.DEVICE_BEFORE_ATOMIC: "__threadfence() by every thread after the stores, before the amax reduce and atomic (the workaround)",
+    Variant.BLOCK_BEFORE_ATOMIC: "__threadfence_block() by every thread after the stores, before the amax reduce and atomic",
+    Variant.SYSTEM_BEFORE_ATOMIC: "__threadfence_system() by every thread after the stores, before the amax reduce and atomic",
+    Variant.DEVICE_AFTER_ATOMIC: "__threadfence() by thread 0 right after its amax atomic",
+    Variant.DEVICE_BEFORE_RETURN: "__threadfence() by every thread as the last statement of the kernel",
+    Variant.DEVICE_THREAD0_ONLY: "__threadfence() by thread 0 only, after the stores, before the atomic",
+    Variant.SYSTEM_SCOPE_ATOMIC: "atomicMax_system (system-scope atomic), no fence",
+    Variant.PLANTED_RACE: "PLANTED BUG: no __syncthreads() between the shared-memory tile writes and the transposed reads",
+    Variant.PLANTED_OOB: "PLANTED BUG: block 0 writes one byte 1 TiB past the rowwise output, outside every allocation",
+    Variant.PLANTED_UNINIT: "PLANTED BUG: reads the scale from scale[1], a slot that is never written",
+    Variant.PLANTED_BARRIER: "PLANTED BUG: __syncwarp() with a mask that leaves out half of the calling lanes",
+}
+
+FENCE_VARIANTS = tuple(v for v in Variant if not v.planted)
+PLANTED_VARIANTS = tuple(v for v in Variant if v.planted)
+
+
+class InDtype(str, Enum):
+    BF16 = "bf16"
+    FP16 = "fp16"
+    FP32 = "fp32"
+
+    @property
+    def nbytes(self) -> int:
+        return 4 if self is InDtype.FP32 else 2
+
+    @property
+    def code(self) -> int:
+        return {InDtype.FP32: 0, InDtype.FP16: 1, InDtype.BF16: 2}[self]
+
+
+class OutFormat(str, Enum):
+    E4M3 = "e4m3"
+    E5M2 = "e5m2"
+
+    @property
+    def max_finite(self) -> float:
+        return 448.0 if self is OutFormat.E4M3 else 57344.0
+
+
+# FP8 conversion instructions (cvt.rn.satfinite.e4m3x2.f32) exist from sm_89 on.
+SUPPORTED_ARCHS = ("sm_89", "sm_90", "sm_100", "sm_120")
+
+
+def parse_arch(arch: str) -> str:
+    if arch not in SUPPORTED_ARCHS:
+        raise unknown("arch", arch, SUPPORTED_ARCHS)
+    return arch
+
+
+def parse_variant(name: str) -> Variant:
+    try:
+        return Variant(name)
+    except ValueError:
+        raise unknown("variant", name, [v.value for v in Variant]) from None
+
+
+def parse_in_dtype(name: str) -> InDtype:
+    try:
+        return InDtype(name)
+    except ValueError:
+        raise unknown("input dtype", name, [d.value for d in InDtype]) from None
+
+
+def parse_out_format(name: str) -> OutFormat:
+    try:
+        return OutFormat(name)
+    except ValueError:
+        raise unknown("output format", name, [f.value for f in OutFormat]) from None
+
+
+@dataclass(frozen=True, order=True)
+class Config:
+    """Vector widths in bytes: each thread loads `load` bytes of input and stores `store` bytes of FP8."""
+
+    load: int
+    store: int
+
+    def __post_init__(self) -> None:
+        for what, w in (("load", self.load), ("store", self.store)):
+            if w not in WIDTHS:
+                raise UsageError(f"{what} width {w} is not one of {', '.join(map(str, WIDTHS))} bytes")
+
+    def __str__(self) -> str:
+        return f"{self.load}/{self.store}"
+
+    @classmethod
+    def parse(cls, text: str) -> Config:
+        parts = text.split("/")
+        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+            raise UsageError(f"config {text!r} is not LOAD/STORE in bytes, e.g. 16/8 (widths: {', '.join(map(str, WIDTHS))})")
+        return cls(int(parts[0]), int(parts[1]))
+
+    def load_elems(self, dtype: InDtype) -> int:
+        return self.load // dtype.nbytes
+
+    def tile(self, dtype: InDtype) -> tuple[int, int]:
+        """(rows, cols) of the block tile: wider vectors give larger tiles and fewer blocks."""
+        return max(MIN_TILE, 8 * self.store), max(MIN_TILE, 16 * self.load_elems(dtype))
+
+    def check_dtype(self, dtype: InDtype) -> None:
+        if self.load < dtype.nbytes:
+            raise UsageError(
+                f"config {self}: load width {self.load} B is narrower than one {dtype.value} element ({dtype.nbytes} B)"
+            )
+
+    def check_shape(self, dtype: InDtype, rows: int, cols: int) -> None:
+        """Raise with the reason when this config cannot run on a rows x cols input."""
+        self.check_dtype(dtype)
+        lv = self.load_elems(dtype)
+        if cols % lv:
+            raise UsageError(f"config {self}: {lv}-element {dtype.value} loads need cols % {lv} == 0, got cols={cols}")
+        if cols % self.store:
+            raise UsageError(f"config {self}: {self.store}-byte rowwise stores need cols % {self.store} == 0, got cols={cols}")
+        if rows % self.store:
+            raise UsageError(f"config {self}: {self.store}-byte columnwise stores need rows % {self.store} == 0, got rows={rows}")
+
+    def fits(self, dtype: InDtype, rows: int, cols: int) -> bool:
+        try:
+            self.check_shape(dtype, rows, cols)
+        except UsageError:
+            return False
+        return True
+
+    def blocks(self, dtype: InDtype, rows: int, cols: int) -> int:
+        tm, tn = self.tile(dtype)
+        return -(-rows // tm) * -(-cols // tn)
+
+
+def all_configs(dtype: InDtype) -> list[Config]:
+    """Every config valid for this dtype, widest first."""
+    cfgs = [Config(l, s) for l in WIDTHS for s in WIDTHS if l >= dtype.nbytes]
+    return sorted(cfgs, key=lambda c: (c.load + c.store, c.load), reverse=True)
+
+
+def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
+    """The heuristic: the widest config whose widths divide the shape and that launches at least
+    WAVES x num_sms blocks; if none launches that many, the fitting config with the most blocks."""
+    if rows < 1 or cols < 1:
+        raise UsageError(f"shape {rows}x{cols}: both dimensions must be >= 1")
+    if num_sms < 1:
+        raise UsageError(f"num_sms={num_sms} must be >= 1")
+    fitting = [c for c in all_configs(dtype) if c.fits(dtype, rows, cols)]
+    for cfg in fitting:
+        if cfg.blocks(dtype, rows, cols) >= WAVES * num_sms:
+            return cfg
+    return max(fitting, key=lambda c: (c.blocks(dtype, rows, cols), c.load + c.store))
+
+
+@dataclass(frozen=True)
+class KernelKey:
+    """Everything that selects one compiled kernel."""
+
+    variant: Variant
+    config: Config
+    in_dtype: InDtype
+    out_format: OutFormat
+    arch: str
+
+    def __post_init__(self) -> None:
+        self.config.check_dtype(self.in_dtype)
+        parse_arch(self.arch)
+
+    def macros(self) -> list[tuple[str, str]]:
+        tm, tn = self.config.tile(self.in_dtype)
+        return [
+            (self.variant.macro, "1"),
+            ("ITYPE", str(self.in_dtype.code)),
+            ("OFMT", "0" if self.out_format is OutFormat.E4M3 else "1"),
+            ("LOAD_BYTES", str(self.config.load)),
+            ("STORE_BYTES", str(self.config.store)),
+            ("TILE_M", str(tm)),
+            ("TILE_N", str(tn)),
+            ("NTHREADS", str(THREADS)),
+        ]

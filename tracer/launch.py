@@ -1,0 +1,138 @@
+"""Launch the NVRTC-compiled cast-transpose on PyTorch's current stream through cuda.core."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+from tracer import compile as nvrtc_compile
+from tracer.errors import NoGpuError, UsageError
+from tracer.kernelspec import THREADS, Config, InDtype, KernelKey, OutFormat, Variant, pick_config
+
+if TYPE_CHECKING:
+    import torch
+
+ALIGN = 16
+
+
+def require_gpu() -> None:
+    import torch
+
+    if not torch.cuda.is_available():
+        raise NoGpuError("no CUDA GPU is visible (torch.cuda.is_available() is False); this command needs one")
+
+
+def torch_in_dtype(t: torch.Tensor) -> InDtype:
+    import torch
+
+    table = {torch.bfloat16: InDtype.BF16, torch.float16: InDtype.FP16, torch.float32: InDtype.FP32}
+    if t.dtype not in table:
+        raise UsageError(f"input dtype {t.dtype} is not supported (allowed: bfloat16, float16, float32)")
+    return table[t.dtype]
+
+
+def torch_fp8_dtype(fmt: OutFormat) -> torch.dtype:
+    import torch
+
+    return torch.float8_e4m3fn if fmt is OutFormat.E4M3 else torch.float8_e5m2
+
+
+def device_arch(index: int | None = None) -> str:
+    import torch
+
+    major, minor = torch.cuda.get_device_capability(index)
+    return f"sm_{major}{minor}"
+
+
+def num_sms(index: int | None = None) -> int:
+    import torch
+
+    return torch.cuda.get_device_properties(index).multi_processor_count
+
+
+@lru_cache(maxsize=None)
+def _kernel(key: KernelKey, device_index: int) -> Any:
+    from cuda.core import ObjectCode
+
+    return ObjectCode.from_cubin(nvrtc_compile.cubin(key)).get_kernel(nvrtc_compile.KERNEL_NAME)
+
+
+class _StreamRef:
+    """Hands a foreign stream handle to cuda.core through the __cuda_stream__ protocol."""
+
+    def __init__(self, handle: int) -> None:
+        self._handle = handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        return (0, self._handle)
+
+
+@lru_cache(maxsize=64)
+def _core_stream(device_index: int, handle: int) -> Any:
+    from cuda.core import Device
+
+    dev = Device(device_index)
+    dev.set_current()
+    return dev.create_stream(_StreamRef(handle))
+
+
+@dataclass(frozen=True)
+class CastOutputs:
+    rowwise: torch.Tensor  # [M, N] fp8
+    columnwise: torch.Tensor  # [N, M] fp8
+    config: Config
+
+
+def resolve_config(x: torch.Tensor, config: Config | None) -> Config:
+    dtype = torch_in_dtype(x)
+    rows, cols = x.shape
+    if config is None:
+        return pick_config(dtype, rows, cols, num_sms(x.device.index))
+    config.check_shape(dtype, rows, cols)
+    return config
+
+
+def cast_transpose(
+    x: torch.Tensor,
+    scale: torch.Tensor,
+    scale_inv: torch.Tensor,
+    amax: torch.Tensor,
+    *,
+    out_format: OutFormat = OutFormat.E4M3,
+    variant: Variant = Variant.NONE,
+    config: Config | None = None,
+    out: tuple[torch.Tensor, torch.Tensor] | None = None,
+) -> CastOutputs:
+    """Cast x [M, N] to FP8 rowwise and transposed; amax (float32, 1 element) is max-reduced in place."""
+    import torch
+
+    if not x.is_cuda:
+        raise NoGpuError("cast_transpose needs a CUDA tensor; no GPU input was given")
+    if x.dim() != 2 or not x.is_contiguous():
+        raise UsageError(f"input must be a contiguous 2-D tensor, got shape {tuple(x.shape)}")
+    cfg = resolve_config(x, config)
+    rows, cols = x.shape
+    fp8 = torch_fp8_dtype(out_format)
+    row, col = out if out is not None else (
+        torch.empty((rows, cols), dtype=fp8, device=x.device),
+        torch.empty((cols, rows), dtype=fp8, device=x.device),
+    )
+    for t in (x, row, col):
+        if t.data_ptr() % ALIGN:
+            raise UsageError(f"tensor at {t.data_ptr():#x} is not {ALIGN}-byte aligned; pass a fresh contiguous tensor")
+    key = KernelKey(variant, cfg, torch_in_dtype(x), out_format, device_arch(x.device.index))
+    launch_raw(key, x.data_ptr(), row.data_ptr(), col.data_ptr(), scale.data_ptr(), scale_inv.data_ptr(),
+               amax.data_ptr(), rows, cols, x.device.index, torch.cuda.current_stream(x.device).cuda_stream)
+    return CastOutputs(row, col, cfg)
+
+
+def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv: int, amax: int,
+               rows: int, cols: int, device_index: int, stream_handle: int) -> None:
+    import numpy as np
+    from cuda.core import LaunchConfig, launch
+
+    kernel = _kernel(key, device_index)
+    blocks = key.config.blocks(key.in_dtype, rows, cols)
+    cfg = LaunchConfig(grid=blocks, block=THREADS)
+    launch(_core_stream(device_index, stream_handle), cfg, kernel, x, row, col, scale, scale_inv, amax,
+           np.int32(rows), np.int32(cols))
