@@ -6,10 +6,10 @@ import sys
 from collections.abc import Sequence
 
 from tracer import __version__
-from tracer.commands import kernels
+from tracer.commands import doctor, kernels, run
 from tracer.errors import TracerError
 
-COMMANDS = (kernels,)
+COMMANDS = (kernels, run, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

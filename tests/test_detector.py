@@ -1,0 +1,63 @@
+from __future__ import annotations
+
+import math
+
+import torch
+
+from tracer.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
+from tracer.fp8ref import torch_cast
+from tracer.kernelspec import OutFormat
+
+
+def _pair(t: torch.Tensor) -> tuple[bool, float]:
+    failed, value = t.tolist()
+    return bool(failed), value
+
+
+def test_bit_flip_in_fp8_codes_is_caught() -> None:
+    x = torch.randn(64, 64)
+    ref = torch_cast(x, 2.0, OutFormat.E4M3)
+    out = ref.clone()
+    assert _pair(codes_mismatch(out, ref)) == (False, 0.0)
+    out[3, 7] ^= 0x01  # one low mantissa bit
+    out[60, 1] ^= 0x80  # one sign bit
+    assert _pair(codes_mismatch(out, ref)) == (True, 2.0)
+
+
+def test_huge_but_finite_gradient_is_flagged() -> None:
+    ref = torch.randn(128, 128)
+    out = ref.clone()
+    assert _pair(norm_ratio(out, ref, 4.0)) == (False, 1.0)
+    out[5, 5] = 3.0e4  # finite, but the norm explodes
+    failed, ratio = _pair(norm_ratio(out, ref, 4.0))
+    assert failed and math.isfinite(ratio) and ratio > 100
+    failed, err = _pair(relative_error(out, ref, 0.02))
+    assert failed and err > 1
+
+
+def test_nan_and_inf_always_fail() -> None:
+    ref = torch.randn(32, 32)
+    out = ref.clone()
+    out[0, 0] = float("nan")
+    assert _pair(relative_error(out, ref, 0.02)) == (True, math.inf)
+    assert _pair(norm_ratio(out, ref, 4.0)) == (True, math.inf)
+    assert _pair(exact_diff(torch.tensor([float("nan")]), torch.tensor([1.0]))) == (True, math.inf)
+
+
+def test_small_rounding_passes_tolerance() -> None:
+    ref = torch.randn(256, 256)
+    out = ref.to(torch.bfloat16)
+    failed, err = _pair(relative_error(out, ref, 0.02))
+    assert not failed and 0 < err < 0.005
+
+
+def test_summary_reports_worst_and_first_failure() -> None:
+    d = Detector()
+    d.add(Check.DGRAD, Where(0, 1, 0), torch.tensor([0.0, 0.001]))
+    d.add(Check.DGRAD, Where(2, 3, 1), torch.tensor([1.0, 5.0]))
+    d.add(Check.DGRAD, Where(1, 0, 0), torch.tensor([1.0, 0.5]))
+    d.add(Check.AMAX, Where(0, -1, -1), torch.tensor([0.0, 0.0]))
+    (amax, dgrad) = d.verdicts()
+    assert amax.passed and amax.comparisons == 1
+    assert not dgrad.passed and dgrad.failures == 2 and dgrad.worst == 5.0
+    assert str(dgrad.first_failure) == "step1/layer0/mb0"

@@ -1,0 +1,56 @@
+"""compute-sanitizer's command line, built by a pure function."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+
+from tracer.errors import unknown
+
+ERROR_EXITCODE = 86  # what compute-sanitizer exits with when it found errors
+
+
+class Tool(str, Enum):
+    MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
+    INITCHECK = "initcheck"
+    SYNCCHECK = "synccheck"
+
+
+def parse_tools(name: str) -> tuple[Tool, ...]:
+    if name == "all":
+        return tuple(Tool)
+    try:
+        return (Tool(name),)
+    except ValueError:
+        raise unknown("tool", name, [t.value for t in Tool] + ["all"]) from None
+
+
+@dataclass(frozen=True)
+class SanitizeOptions:
+    tool: Tool
+    xml_path: Path
+    print_limit: int = 10000
+    leak_check: bool = False
+    racecheck_report: str = "all"  # hazard | analysis | all
+    racecheck_detect_level: str = "info"  # info | warn | error
+    target_processes: str = "all"
+    include_kernels: tuple[str, ...] = field(default_factory=tuple)  # compute-sanitizer filter strings
+    exclude_kernels: tuple[str, ...] = field(default_factory=tuple)
+    error_exitcode: int = ERROR_EXITCODE
+    extra: tuple[str, ...] = field(default_factory=tuple)
+
+
+def build_argv(binary: str, opts: SanitizeOptions, target: list[str]) -> list[str]:
+    argv = [binary, "--tool", opts.tool.value, "--xml", "--save", str(opts.xml_path),
+            "--error-exitcode", str(opts.error_exitcode), "--print-limit", str(opts.print_limit),
+            "--target-processes", opts.target_processes]
+    if opts.leak_check and opts.tool is Tool.MEMCHECK:
+        argv += ["--leak-check", "full"]
+    if opts.tool is Tool.RACECHECK:
+        argv += ["--racecheck-report", opts.racecheck_report, "--racecheck-detect-level", opts.racecheck_detect_level]
+    for f in opts.include_kernels:
+        argv += ["--kernel-name", f]
+    for f in opts.exclude_kernels:
+        argv += ["--kernel-name-exclude", f]
+    return argv + list(opts.extra) + list(target)

@@ -1,0 +1,211 @@
+"""The seed workloads: an FP8 linear stack under DelayedScaling, forward and backward, with the
+cast-transpose feeding the dgrad and wgrad GEMMs (torch._scaled_mm), every launch inside an NVTX
+range named by position, and the corruption detector run on every step."""
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import torch
+
+from tracer.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
+from tracer.fp8ref import torch_cast
+from tracer.kernelspec import OutFormat, Variant
+from tracer.launch import cast_transpose, torch_fp8_dtype
+from tracer.scaling import Role, ScalingState
+from tracer.workloads.spec import Kind, WorkloadSpec
+
+NVTX_DOMAIN = "tracer"
+TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
+
+
+def nvtx_range(name: str) -> contextlib.AbstractContextManager[object]:
+    import nvtx
+
+    return nvtx.annotate(name, domain=NVTX_DOMAIN)
+
+
+@dataclass(frozen=True)
+class Fp8Pair:
+    row: torch.Tensor
+    col: torch.Tensor
+    scale_inv: torch.Tensor
+
+
+@dataclass
+class Layer:
+    weight: torch.Tensor  # [out, in] in the input dtype
+    x: ScalingState
+    w: ScalingState
+    go: ScalingState
+    main_grad: torch.Tensor  # fp32 [out, in]
+
+
+class Engine:
+    """Runs one workload spec step by step; `detector` collects what every check found."""
+
+    def __init__(self, spec: WorkloadSpec, device: torch.device | None = None) -> None:
+        self.spec = spec
+        self.device = device or torch.device("cuda", torch.cuda.current_device())
+        self.uninit_scale = torch.empty(2, device=self.device) if spec.variant is Variant.PLANTED_UNINIT else None
+        self.gen = torch.Generator(device=self.device).manual_seed(spec.seed)
+        self.dtype = TORCH_DTYPES[spec.in_dtype.value]
+        self.detector = Detector()
+        self.side = torch.cuda.Stream(self.device) if spec.kind in (Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) else None
+        self.layers = [self._make_layer(i) for i in range(spec.layers)]
+        self.ref_amax: dict[int, torch.Tensor] = {}
+        self.amax_contributions: dict[str, int] = {}
+
+    # ---- setup -------------------------------------------------------------------------------
+    def _make_layer(self, index: int) -> Layer:
+        s = self.spec
+        out_dim = s.out_dim if s.kind in (Kind.CAST_TRANSPOSE_DGRAD, Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) else s.hidden
+        w = (torch.randn(out_dim, s.hidden, device=self.device, generator=self.gen) / s.hidden**0.5).to(self.dtype)
+        r = s.recipe
+        states = [ScalingState(f"layer{index}.{role.value}", r.fp8_format.format_for(role), r, self.device) for role in Role]
+        if self.uninit_scale is not None:
+            self.uninit_scale[:1].fill_(1.0)
+            states[2].scale = self.uninit_scale  # planted_uninit: scale[1] is never written
+        return Layer(w, *states, main_grad=torch.zeros(out_dim, s.hidden, device=self.device))
+
+    def states(self) -> Iterator[ScalingState]:
+        for layer in self.layers:
+            yield from (layer.x, layer.w, layer.go)
+
+    # ---- building blocks ---------------------------------------------------------------------
+    def cast(self, x: torch.Tensor, state: ScalingState, where: Where, *, count: bool = True) -> Fp8Pair:
+        """Cast-transpose x with the state's scale; the amax goes into the state (or a scratch
+        buffer when a checkpoint recompute casts the same data again)."""
+        amax = state.amax if count else torch.zeros(1, device=self.device)
+        if self.spec.kind is Kind.TORCH_COMPOSITE:
+            fp8 = torch_fp8_dtype(state.fmt)
+            row = (x.float() * state.scale[0]).clamp(-state.fmt.max_finite, state.fmt.max_finite).to(fp8)
+            col = row.t().contiguous()
+            torch.maximum(amax, x.abs().amax().float().reshape(1), out=amax)
+            state.scale_inv.copy_(1.0 / state.scale[:1])
+        else:
+            out = cast_transpose(x, state.scale, state.scale_inv, amax, out_format=state.fmt,
+                                 variant=self.spec.variant, config=self.spec.config)
+            row, col = out.rowwise, out.columnwise
+        if count:
+            self.amax_contributions[state.name] = self.amax_contributions.get(state.name, 0) + 1
+        self._check_cast(x, state, row, col, where)
+        return Fp8Pair(row, col, state.scale_inv)
+
+    def _check_cast(self, x: torch.Tensor, state: ScalingState, row: torch.Tensor, col: torch.Tensor, where: Where) -> None:
+        key = id(state)
+        with nvtx_range(f"{where}/check"):
+            ref_row = torch_cast(x, state.scale[0], state.fmt)
+            self.detector.add(Check.FP8_ROWWISE, where, codes_mismatch(row, ref_row))
+            self.detector.add(Check.FP8_COLUMNWISE, where, codes_mismatch(col, ref_row.t()))
+            m = x.float().abs().nan_to_num(0.0).amax().reshape(1)
+            self.ref_amax[key] = torch.maximum(self.ref_amax[key], m) if key in self.ref_amax else m
+            self.detector.add(Check.SCALE_INV, where, exact_diff(state.scale_inv, 1.0 / state.scale[:1]))
+
+    @staticmethod
+    def gemm(a: Fp8Pair, a_rowwise: bool, b: Fp8Pair, b_rowwise: bool) -> torch.Tensor:
+        """a @ b.T with both operands as [rows, K] row-major FP8 (cuBLASLt takes b column-major)."""
+        x = a.row if a_rowwise else a.col
+        y = b.row if b_rowwise else b.col
+        return torch._scaled_mm(x, y.t(), scale_a=a.scale_inv, scale_b=b.scale_inv, out_dtype=torch.bfloat16)
+
+    @staticmethod
+    def reference_gemm(a: torch.Tensor, b: torch.Tensor, sa: torch.Tensor, sb: torch.Tensor) -> torch.Tensor:
+        return (a.float() @ b.float().t()) * sa * sb
+
+    def _check_gemm(self, check: Check, out: torch.Tensor, a: torch.Tensor, b: torch.Tensor,
+                    sa: torch.Tensor, sb: torch.Tensor, where: Where) -> None:
+        with nvtx_range(f"{where}/check"):
+            ref = self.reference_gemm(a, b, sa, sb)
+            self.detector.add(check, where, relative_error(out, ref, self.spec.gemm_rel_tol))
+            if check is Check.DGRAD:
+                self.detector.add(Check.GRAD_NORM, where, norm_ratio(out, ref, self.spec.grad_norm_ratio))
+
+    # ---- one step ------------------------------------------------------------------------------
+    def step(self, s: int) -> None:
+        if self.spec.kind in (Kind.LINEAR_BACKWARD, Kind.TORCH_COMPOSITE):
+            self._linear_step(s)
+        else:
+            self._dgrad_step(s)
+        self._end_step(s)
+
+    def _random(self, rows: int, cols: int) -> torch.Tensor:
+        x = torch.randn(rows, cols, device=self.device, generator=self.gen) * self.spec.input_scale
+        return x.to(self.dtype)
+
+    def _dgrad_step(self, s: int) -> None:
+        layer, where = self.layers[0], Where(s, 0, 0)
+        with nvtx_range(f"{where}/cast_weight"):
+            w8 = self.cast(layer.weight, layer.w, where)
+        dy = self._random(self.spec.tokens, layer.weight.shape[0])
+        with nvtx_range(f"{where}/cast_transpose"):
+            g8 = self.cast(dy, layer.go, where)
+        main = torch.cuda.current_stream(self.device)
+        if self.side is None:
+            with nvtx_range(f"{where}/dgrad"):
+                dx = self.gemm(g8, True, w8, False)
+        else:
+            if self.spec.kind is Kind.EVENT_ORDERED_DGRAD:
+                self.side.wait_stream(main)  # event record on main, wait on side
+            with torch.cuda.stream(self.side), nvtx_range(f"{where}/dgrad"):
+                dx = self.gemm(g8, True, w8, False)
+            main.wait_stream(self.side)
+        self._check_gemm(Check.DGRAD, dx, g8.row, w8.col, g8.scale_inv, w8.scale_inv, where)
+
+    def _linear_step(self, s: int) -> None:
+        for layer in self.layers:
+            layer.main_grad.zero_()
+        for m in range(self.spec.microbatches):
+            saved = self._forward(s, m)
+            grad = self._random(self.spec.tokens, self.layers[-1].weight.shape[0])
+            for i in reversed(range(len(self.layers))):
+                grad = self._backward(s, m, i, grad, saved[i])
+
+    def _forward(self, s: int, m: int) -> list[tuple[torch.Tensor, Fp8Pair | None, Fp8Pair]]:
+        """Returns per layer (input, its FP8 pair unless checkpointing, the weight's FP8 pair)."""
+        x = self._random(self.spec.tokens, self.spec.hidden)
+        saved = []
+        for i, layer in enumerate(self.layers):
+            where = Where(s, i, m)
+            with nvtx_range(f"{where}/fwd_cast_input"):
+                x8 = self.cast(x, layer.x, where)
+            with nvtx_range(f"{where}/fwd_cast_weight"):
+                w8 = self.cast(layer.weight, layer.w, where)
+            with nvtx_range(f"{where}/fprop"):
+                y = self.gemm(x8, True, w8, True)
+            saved.append((x, None if self.spec.checkpointing else x8, w8))
+            x = y
+        return saved
+
+    def _backward(self, s: int, m: int, i: int, dy: torch.Tensor,
+                  saved: tuple[torch.Tensor, Fp8Pair | None, Fp8Pair]) -> torch.Tensor:
+        layer, where = self.layers[i], Where(s, i, m)
+        x, x8, w8 = saved
+        if x8 is None:  # activation checkpointing: recompute the forward, no second amax contribution
+            with nvtx_range(f"{where}/recompute"):
+                x8 = self.cast(x, layer.x, where, count=False)
+                self.gemm(x8, True, w8, True)
+        with nvtx_range(f"{where}/cast_transpose"):
+            g8 = self.cast(dy, layer.go, where)
+        with nvtx_range(f"{where}/dgrad"):
+            dx = self.gemm(g8, True, w8, False)
+        with nvtx_range(f"{where}/wgrad"):
+            dw = self.gemm(g8, False, x8, False)
+            layer.main_grad += dw.float()
+        self._check_gemm(Check.DGRAD, dx, g8.row, w8.col, g8.scale_inv, w8.scale_inv, where)
+        self._check_gemm(Check.WGRAD, dw, g8.col, x8.col, g8.scale_inv, x8.scale_inv, where)
+        return dx
+
+    def _end_step(self, s: int) -> None:
+        where = Where(s, -1, -1)
+        with nvtx_range(f"step{s}/amax_update"):
+            for state in self.states():
+                if id(state) in self.ref_amax:
+                    self.detector.add(Check.AMAX, where, exact_diff(state.amax, self.ref_amax[id(state)]))
+                    state.update()
+        self.ref_amax.clear()
+        self.detector.flush()
+
+    def update_counts(self) -> dict[str, int]:
+        return {st.name: st.updates for st in self.states() if st.updates or st.name in self.amax_contributions}

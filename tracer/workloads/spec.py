@@ -1,0 +1,146 @@
+"""Workload profiles -> WorkloadSpec, the frozen description every run, trace and sanitize uses."""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import ProfileError, UsageError, unknown
+from tracer.kernelspec import Config, InDtype, Variant
+from tracer.profiles import PROFILE_DIR, Field, builtin_names, load_profile
+from tracer.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig
+
+
+class Kind(str, Enum):
+    CAST_TRANSPOSE_DGRAD = "cast_transpose_dgrad"
+    LINEAR_BACKWARD = "linear_backward"
+    TORCH_COMPOSITE = "torch_composite"
+    PLANTED_CROSS_STREAM = "planted_cross_stream"
+    EVENT_ORDERED_DGRAD = "event_ordered_dgrad"
+
+
+WORKLOAD_SCHEMA: dict[str, Any] = {
+    "schema": Field(int, required=True),
+    "workload": Field(str, required=True, choices=tuple(k.value for k in Kind)),
+    "description": Field(str, default=""),
+    "params": {
+        "steps": Field(int, 3, minimum=1, maximum=1_000_000),
+        "seed": Field(int, 0, minimum=0),
+        "variant": Field(str, "none", choices=tuple(v.value for v in Variant)),
+        "config": Field(str, "auto"),
+        "in_dtype": Field(str, "bf16", choices=tuple(d.value for d in InDtype)),
+        "tokens": Field(int, 4096, minimum=16, maximum=1 << 20),
+        "hidden": Field(int, 4096, minimum=16, maximum=1 << 16),
+        "out_features": Field(int, 0, minimum=0, maximum=1 << 16),
+        "layers": Field(int, 1, minimum=1, maximum=256),
+        "microbatches": Field(int, 1, minimum=1, maximum=1024),
+        "checkpointing": Field(bool, False),
+        "input_scale": Field(float, 1.0, minimum=1e-30),
+    },
+    "recipe": {
+        "fp8_format": Field(str, "hybrid", choices=tuple(f.value for f in Fp8Recipe)),
+        "amax_history_len": Field(int, 1024, minimum=1, maximum=1 << 20),
+        "amax_compute_algo": Field(str, "max", choices=tuple(a.value for a in AmaxAlgo)),
+        "margin": Field(int, 0, minimum=0, maximum=64),
+    },
+    "tolerance": {
+        "gemm_rel": Field(float, 2e-2, minimum=0.0),
+        "grad_norm_ratio": Field(float, 4.0, minimum=1.0),
+    },
+    "trace": {"pairs": Field(list, [])},
+    "sanitize": {"kernel_filter": Field(list, [])},
+}
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    name: str
+    kind: Kind
+    path: Path | None
+    steps: int
+    seed: int
+    variant: Variant
+    config: Config | None  # None: the heuristic picks
+    in_dtype: InDtype
+    tokens: int
+    hidden: int
+    out_features: int
+    layers: int
+    microbatches: int
+    checkpointing: bool
+    input_scale: float
+    recipe: RecipeConfig
+    gemm_rel_tol: float
+    grad_norm_ratio: float
+    pairs: tuple[tuple[str, str], ...]
+    kernel_filter: tuple[str, ...]
+
+    @property
+    def out_dim(self) -> int:
+        return self.out_features or self.hidden
+
+    def with_overrides(self, **kw: Any) -> WorkloadSpec:
+        clean = {k: v for k, v in kw.items() if v is not None}
+        spec = replace(self, **clean)
+        spec.check()
+        return spec
+
+    def check(self) -> None:
+        for name, value in (("tokens", self.tokens), ("hidden", self.hidden), ("out_features", self.out_dim)):
+            if value % 16:
+                raise UsageError(f"{name}={value} must be a multiple of 16 (FP8 GEMM operands need it)")
+        if self.config is not None:
+            self.config.check_shape(self.in_dtype, self.tokens, self.out_dim)
+
+
+def _post_check(where: str, data: dict[str, Any]) -> None:
+    cfg = data["params"]["config"]
+    if cfg != "auto":
+        try:
+            Config.parse(cfg)
+        except UsageError as exc:
+            raise ProfileError(f"{where}: key 'params.config': {exc}") from None
+    for i, pair in enumerate(data["trace"]["pairs"]):
+        if not (isinstance(pair, dict) and set(pair) == {"producer", "consumer"} and all(isinstance(v, str) for v in pair.values())):
+            raise ProfileError(f"{where}: key 'trace.pairs[{i}]' must be a mapping with string keys producer and consumer")
+    for i, name in enumerate(data["sanitize"]["kernel_filter"]):
+        if not isinstance(name, str):
+            raise ProfileError(f"{where}: key 'sanitize.kernel_filter[{i}]' must be a string")
+
+
+def spec_from_data(name: str, path: Path | None, data: dict[str, Any]) -> WorkloadSpec:
+    p, r, t = data["params"], data["recipe"], data["tolerance"]
+    spec = WorkloadSpec(
+        name=name, kind=Kind(data["workload"]), path=path, steps=p["steps"], seed=p["seed"],
+        variant=Variant(p["variant"]), config=None if p["config"] == "auto" else Config.parse(p["config"]),
+        in_dtype=InDtype(p["in_dtype"]), tokens=p["tokens"], hidden=p["hidden"], out_features=p["out_features"],
+        layers=p["layers"], microbatches=p["microbatches"], checkpointing=p["checkpointing"],
+        input_scale=p["input_scale"],
+        recipe=RecipeConfig(Fp8Recipe(r["fp8_format"]), r["amax_history_len"], AmaxAlgo(r["amax_compute_algo"]), r["margin"]),
+        gemm_rel_tol=t["gemm_rel"], grad_norm_ratio=t["grad_norm_ratio"],
+        pairs=tuple((q["producer"], q["consumer"]) for q in data["trace"]["pairs"]),
+        kernel_filter=tuple(data["sanitize"]["kernel_filter"]),
+    )
+    try:
+        spec.check()
+    except UsageError as exc:
+        raise ProfileError(f"{path or name}: {exc}") from None
+    return spec
+
+
+def load_workload(name_or_path: str) -> WorkloadSpec:
+    """A built-in workload name (profiles/NAME.yaml) or a path to a profile YAML."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.is_file():
+        if not path.is_file():
+            raise ProfileError(f"{path}: profile file not found")
+        name = path.stem
+    else:
+        names = builtin_names()
+        if name_or_path not in names:
+            raise unknown("workload", name_or_path, names)
+        path = PROFILE_DIR / f"{name_or_path}.yaml"
+        name = name_or_path
+    loaded = load_profile(path, WORKLOAD_SCHEMA, _post_check)
+    return spec_from_data(name, path, loaded.data)
