@@ -52,7 +52,8 @@ class Engine:
         self.gen = torch.Generator(device=self.device).manual_seed(spec.seed)
         self.dtype = TORCH_DTYPES[spec.in_dtype.value]
         self.detector = Detector()
-        self.side = torch.cuda.Stream(self.device) if spec.kind in (Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) else None
+        cross = spec.kind in (Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) or spec.cross_stream_layer >= 0
+        self.side = torch.cuda.Stream(self.device) if cross else None
         self.layers = [self._make_layer(i) for i in range(spec.layers)]
         self.ref_amax: dict[int, torch.Tensor] = {}
         self.amax_contributions: dict[str, int] = {}
@@ -188,8 +189,13 @@ class Engine:
                 self.gemm(x8, True, w8, True)
         with nvtx_range(f"{where}/cast_transpose"):
             g8 = self.cast(dy, layer.go, where)
-        with nvtx_range(f"{where}/dgrad"):
-            dx = self.gemm(g8, True, w8, False)
+        if i == self.spec.cross_stream_layer:  # planted: no wait on the cast-transpose
+            with torch.cuda.stream(self.side), nvtx_range(f"{where}/dgrad"):
+                dx = self.gemm(g8, True, w8, False)
+            torch.cuda.current_stream(self.device).wait_stream(self.side)
+        else:
+            with nvtx_range(f"{where}/dgrad"):
+                dx = self.gemm(g8, True, w8, False)
         with nvtx_range(f"{where}/wgrad"):
             dw = self.gemm(g8, False, x8, False)
             layer.main_grad += dw.float()

@@ -37,6 +37,7 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
         "microbatches": Field(int, 1, minimum=1, maximum=1024),
         "checkpointing": Field(bool, False),
         "input_scale": Field(float, 1.0, minimum=1e-30),
+        "cross_stream_layer": Field(int, -1, minimum=-1),
     },
     "recipe": {
         "fp8_format": Field(str, "hybrid", choices=tuple(f.value for f in Fp8Recipe)),
@@ -70,6 +71,7 @@ class WorkloadSpec:
     microbatches: int
     checkpointing: bool
     input_scale: float
+    cross_stream_layer: int  # linear_backward: this layer's dgrad runs on a second stream with no wait (-1: none)
     recipe: RecipeConfig
     gemm_rel_tol: float
     grad_norm_ratio: float
@@ -92,6 +94,8 @@ class WorkloadSpec:
                 raise UsageError(f"{name}={value} must be a multiple of 16 (FP8 GEMM operands need it)")
         if self.config is not None:
             self.config.check_shape(self.in_dtype, self.tokens, self.out_dim)
+        if self.cross_stream_layer >= self.layers:
+            raise UsageError(f"cross_stream_layer={self.cross_stream_layer} must be below layers={self.layers}")
 
 
 def _post_check(where: str, data: dict[str, Any]) -> None:
@@ -116,7 +120,7 @@ def spec_from_data(name: str, path: Path | None, data: dict[str, Any]) -> Worklo
         variant=Variant(p["variant"]), config=None if p["config"] == "auto" else Config.parse(p["config"]),
         in_dtype=InDtype(p["in_dtype"]), tokens=p["tokens"], hidden=p["hidden"], out_features=p["out_features"],
         layers=p["layers"], microbatches=p["microbatches"], checkpointing=p["checkpointing"],
-        input_scale=p["input_scale"],
+        input_scale=p["input_scale"], cross_stream_layer=p["cross_stream_layer"],
         recipe=RecipeConfig(Fp8Recipe(r["fp8_format"]), r["amax_history_len"], AmaxAlgo(r["amax_compute_algo"]), r["margin"]),
         gemm_rel_tol=t["gemm_rel"], grad_norm_ratio=t["grad_norm_ratio"],
         pairs=tuple((q["producer"], q["consumer"]) for q in data["trace"]["pairs"]),

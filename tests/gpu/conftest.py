@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+
+@pytest.fixture(scope="session", autouse=True)
+def precompile_kernels() -> None:
+    """Compile the kernels the GPU tests use in parallel once (NVRTC releases the GIL)."""
+    try:
+        import torch
+    except ImportError:
+        return
+    if not torch.cuda.is_available():
+        return
+    from tracer import compile as nvrtc_compile
+    from tracer.kernelspec import Config, InDtype, KernelKey, OutFormat, Variant, all_configs, pick_config
+    from tracer.launch import device_arch, num_sms
+
+    arch, sms = device_arch(), num_sms()
+    shapes = [(2048, 12288), (768, 1024), (256, 65536), (65536, 128), (256, 256), (120, 2080), (1481, 677), (1, 3221),
+              (2333, 1), (4096, 4096), (1024, 1024), (2304, 1920)]
+    keys = {KernelKey(v, pick_config(d, r, c, sms), d, f, arch) for v in Variant for d in InDtype for f in OutFormat for r, c in shapes}
+    keys |= {KernelKey(Variant.NONE, c, InDtype.BF16, OutFormat.E4M3, arch) for c in all_configs(InDtype.BF16)}
+    keys |= {KernelKey(Variant.DEVICE_BEFORE_ATOMIC, Config(16, 8), InDtype.BF16, OutFormat.E4M3, arch)}
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
+        list(pool.map(nvrtc_compile.cubin, keys))
