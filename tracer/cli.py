@@ -6,10 +6,10 @@ import sys
 from collections.abc import Sequence
 
 from tracer import __version__
-from tracer.commands import doctor, kernels, run
+from tracer.commands import doctor, kernels, run, sanitize, trace
 from tracer.errors import TracerError
 
-COMMANDS = (kernels, run, doctor)
+COMMANDS = (kernels, run, trace, sanitize, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +23,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    extra: list[str] = []
+    if "--" in argv:  # everything after -- is the user's command (trace run, sanitize)
+        cut = argv.index("--")
+        argv, extra = argv[:cut], argv[cut + 1:]
     args = parser.parse_args(argv)
+    args.command_after_dashdash = extra
     try:
         return int(args.func(args) or 0)
     except TracerError as exc:

@@ -44,7 +44,7 @@ def _nvrtc_compile(key: KernelKey, want: str) -> bytes:
     except ImportError as exc:
         raise ToolMissingError(f"cuda-python is not installed ({exc}): pip install cuda-python nvidia-cuda-nvrtc") from exc
     src = kernel_source().encode()
-    err, prog = nvrtc.nvrtcCreateProgram(src, KERNEL_FILE.encode(), 0, [], [])
+    err, prog = nvrtc.nvrtcCreateProgram(src, str(KERNEL_DIR / KERNEL_FILE).encode(), 0, [], [])
     _check(nvrtc, err, "nvrtcCreateProgram")
     try:
         opts = [o.encode() for o in _options(key)]
@@ -97,7 +97,8 @@ def _cache_path(key: KernelKey) -> Path:
 def _core_cubin(key: KernelKey) -> bytes:
     from cuda.core import Program, ProgramOptions
 
-    opts = ProgramOptions(arch=key.arch, std="c++17", lineinfo=True, define_macro=list(key.macros()))
+    opts = ProgramOptions(name=str(KERNEL_DIR / KERNEL_FILE), arch=key.arch, std="c++17", lineinfo=True,
+                          define_macro=list(key.macros()))
     try:
         return bytes(Program(kernel_source(), "c++", options=opts).compile("cubin").code)
     except Exception as exc:  # cuda.core raises its own NVRTCError carrying the log

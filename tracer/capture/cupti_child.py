@@ -16,7 +16,6 @@ from typing import Any
 
 from tracer.capture.nsys_schema import TraceRecords, write_sqlite
 
-MARKER_INSTANT, MARKER_START, MARKER_END = 1, 2, 4
 BUFFER_BYTES = 32 << 20
 
 
@@ -40,11 +39,19 @@ class Collector:
         return list(self.handlers)
 
     def buffer_completed(self, activities: list[Any]) -> None:
+        """CUPTI swallows exceptions raised here (and the rest of the buffer with them), so each
+        record is handled on its own and failures are counted into the trace's metadata."""
         with self.lock:
             for a in activities:
                 handler = self.handlers.get(int(a.kind))
-                if handler is not None:
+                if handler is None:
+                    continue
+                try:
                     handler(a)
+                except Exception as exc:  # counted and reported, never silently dropped
+                    name = type(a).__name__
+                    count, first = self.rec.errors.get(name, (0, f"{type(exc).__name__}: {exc}"))
+                    self.rec.errors[name] = (count + 1, first)
 
     def _kernel(self, a: Any) -> None:
         self.rec.kernels.append((
@@ -92,7 +99,7 @@ class Collector:
     def _marker(self, a: Any) -> None:
         obj = a.object_id
         tid = obj.pt.thread_id if int(a.object_kind) == int(self.cupti.ActivityObjectKind.THREAD) else 0
-        self.rec.markers.append((int(a.flags), a.timestamp, a.id, tid, a.name or "", a.domain or ""))
+        self.rec.markers.append((int(a.flags_), a.timestamp, a.id, tid, a.name or "", a.domain or ""))
 
 
 def start(collector: Collector) -> None:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracer import __version__
+from tracer.capture.demangle import demangle, short_name
 
 SCHEMA_FOLLOWED = "3.25.0"
 PUSHPOP_RANGE, STARTEND_RANGE, MARK, DOMAIN_CREATE = 59, 60, 34, 75
@@ -57,6 +58,7 @@ class TraceRecords:
     memcpys: list[tuple] = field(default_factory=list)
     memsets: list[tuple] = field(default_factory=list)
     markers: list[tuple] = field(default_factory=list)  # (flags, timestamp, id, tid, name, domain)
+    errors: dict[str, tuple[int, str]] = field(default_factory=dict)  # record type -> (count, first error)
 
 
 class _Strings:
@@ -96,7 +98,8 @@ def table_rows(rec: TraceRecords) -> tuple[dict[str, list[tuple]], _Strings]:
     ctx_dev = {k[3]: k[2] for k in rec.kernels}
     rows: dict[str, list[tuple]] = {
         "CUPTI_ACTIVITY_KIND_KERNEL": [
-            (k[0], k[1], k[2], k[3], k[4], k[5], gpid, s(k[6]), s(k[6]), s(k[6]), *k[7:16], k[16], k[17]) for k in rec.kernels
+            (k[0], k[1], k[2], k[3], k[4], k[5], gpid, s(demangle(k[6])), s(short_name(demangle(k[6]))), s(k[6]),
+             *k[7:16], k[16], k[17]) for k in rec.kernels
         ],
         "CUPTI_ACTIVITY_KIND_RUNTIME": [
             (a[0], a[1], a[2], global_tid(rec.pid, a[3]), a[4], s(a[5]), a[6], None) for a in rec.apis
@@ -136,6 +139,7 @@ def write_sqlite(rec: TraceRecords, out: Path, *, target_exit: int | None = None
                 ("EXPORT_SCHEMA_VERSION", SCHEMA_FOLLOWED), ("TRACER_PRODUCER", producer)]
         if target_exit is not None:
             meta.append(("TRACER_TARGET_EXIT", str(target_exit)))
+        meta += [(f"TRACER_RECORD_ERRORS_{kind}", f"{n} records lost: {first}") for kind, (n, first) in rec.errors.items()]
         con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
         con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta)
         con.commit()

@@ -1,0 +1,79 @@
+"""compute-sanitizer findings and per-run verdicts."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+
+class SanVerdict(str, Enum):
+    """Most serious first: a run's verdict is the first of these that applies."""
+
+    TOOL_FAILED = "tool-failed"
+    TIMEOUT = "timeout"
+    TARGET_FAILED = "target-failed"
+    ERRORS = "errors"
+    CLEAN = "clean"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """Sanitizer records grouped by (tool, kind, kernel, source)."""
+
+    tool: str
+    kind: str  # e.g. "RAW hazard", "out of bounds", "uninitialized read", "barrier error", "api error"
+    kernel: str  # device function, or the API for API errors
+    source: str  # "file:line", or "" when the record has none
+    count: int  # records
+    hazards: int  # racecheck analysis: hazards summed over the records; otherwise equal to count
+    level: str  # "error" or "warning"
+    message: str  # the first record's text
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """What one XML or text output said."""
+
+    findings: tuple[Finding, ...]
+    records: int
+    incomplete: bool  # truncated file, or the parser stopped early
+    reported_errors: int | None = None  # the tool's own summary count, when the text log has one
+    not_printed: int = 0  # records the tool counted but did not print (--print-limit)
+    target_error: bool = False  # "Target application returned an error" / "process didn't terminate"
+    tool_errors: tuple[str, ...] = ()  # the sanitizer's own failures ("Device not supported", ...)
+
+
+@dataclass(frozen=True)
+class ToolRun:
+    tool: str
+    workload: str
+    verdict: SanVerdict
+    errors_found: bool
+    target_failed: bool
+    incomplete: bool
+    target_exit: int | None
+    sanitizer_exit: int | None
+    findings: tuple[Finding, ...]
+    suppressed: tuple[tuple[str, Finding], ...]  # (rule id, finding)
+    reported_errors: int | None
+    seconds: float = 0.0
+    filter: str = "off"
+    files: dict[str, str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        rules: dict[str, int] = {}
+        for rule, f in self.suppressed:
+            rules[rule] = rules.get(rule, 0) + f.count
+        return {
+            "tool": self.tool, "workload": self.workload, "filter": self.filter, "verdict": self.verdict.value,
+            "errors_found": self.errors_found, "target_failed": self.target_failed, "incomplete": self.incomplete,
+            "target_exit": self.target_exit, "sanitizer_exit": self.sanitizer_exit,
+            "findings": [f.to_json() for f in self.findings],
+            "suppressed": {"count": sum(f.count for _, f in self.suppressed), "rules": rules,
+                           "findings": [dict(f.to_json(), rule=r) for r, f in self.suppressed]},
+            "reported_errors": self.reported_errors, "seconds": round(self.seconds, 2), "files": self.files,
+            "notes": list(self.notes),
+        }

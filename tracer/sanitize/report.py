@@ -1,0 +1,85 @@
+"""Sanitizer verdicts as text, JSON, JUnit XML (one test case per tool x workload) and SARIF 2.1.0."""
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from pathlib import Path
+
+from tracer import __version__
+from tracer.sanitize.model import SanVerdict, ToolRun
+
+SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+
+def format_text(runs: Sequence[ToolRun]) -> str:
+    lines = [f"{'tool':<10} {'workload':<24} {'filter':<7} {'verdict':<14} {'findings':>9} {'suppressed':>11}  notes"]
+    for r in runs:
+        sup = sum(f.count for _, f in r.suppressed)
+        lines.append(f"{r.tool:<10} {r.workload:<24} {r.filter:<7} {r.verdict.value:<14} "
+                     f"{sum(f.count for f in r.findings):>9} {sup:>11}  "
+                     + "; ".join(([f"target exit {r.target_exit}"] if r.target_failed and r.target_exit is not None else [])
+                                 + (["errors found before the target failed"] if r.errors_found and r.target_failed else [])
+                                 + (["INCOMPLETE"] if r.incomplete else []) + list(r.notes)))
+        for f in r.findings[:8]:
+            hz = f" ({f.hazards} hazards)" if f.hazards != f.count else ""
+            lines.append(f"    {f.count:>7} x {f.kind} in {f.kernel or '?'} at {f.source or '?'}{hz}")
+        if len(r.findings) > 8:
+            lines.append(f"    ... {len(r.findings) - 8} more groups (--json lists all)")
+        for rule, f in r.suppressed[:4]:
+            lines.append(f"    suppressed by {rule}: {f.count} x {f.kind} in {f.kernel}")
+    return "\n".join(lines)
+
+
+def to_json(runs: Sequence[ToolRun]) -> str:
+    return json.dumps({"tracer": __version__, "runs": [r.to_json() for r in runs]}, indent=1)
+
+
+def to_junit(runs: Sequence[ToolRun]) -> str:
+    suite = ET.Element("testsuite", name="tracer-sanitize", tests=str(len(runs)),
+                       failures=str(sum(r.verdict is SanVerdict.ERRORS for r in runs)),
+                       errors=str(sum(r.verdict not in (SanVerdict.ERRORS, SanVerdict.CLEAN) for r in runs)))
+    for r in runs:
+        case = ET.SubElement(suite, "testcase", classname=f"sanitize.{r.tool}", name=f"{r.tool}:{r.workload}:{r.filter}",
+                             time=f"{r.seconds:.2f}")
+        summary = "; ".join(f"{f.count} x {f.kind} in {f.kernel} at {f.source}" for f in r.findings[:20])
+        if r.verdict is SanVerdict.ERRORS:
+            ET.SubElement(case, "failure", message=f"{len(r.findings)} finding group(s)", type="errors").text = summary
+        elif r.verdict is not SanVerdict.CLEAN:
+            ET.SubElement(case, "error", message=r.verdict.value, type=r.verdict.value).text = "; ".join(r.notes) or summary
+        if r.suppressed:
+            ET.SubElement(case, "system-out").text = "suppressed: " + "; ".join(f"{rule}: {f.count} x {f.kind} in {f.kernel}"
+                                                                                 for rule, f in r.suppressed)
+    return ET.tostring(suite, encoding="unicode", xml_declaration=True)
+
+
+def _location(source: str, root: Path | None) -> list[dict[str, object]]:
+    if ":" not in source:
+        return []
+    path, line = source.rsplit(":", 1)
+    if not line.isdigit():
+        return []
+    uri = path
+    if root is not None and (root / "kernels" / Path(path).name).is_file():
+        uri = f"kernels/{Path(path).name}"
+    return [{"physicalLocation": {"artifactLocation": {"uri": uri}, "region": {"startLine": int(line)}}}]
+
+
+def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
+    rules: dict[str, dict[str, object]] = {}
+    results = []
+    for r in runs:
+        for f in r.findings:
+            rule_id = f"{r.tool}/{f.kind}"
+            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"compute-sanitizer {r.tool}: {f.kind}"}})
+            results.append({
+                "ruleId": rule_id, "level": "warning" if f.level == "warning" else "error",
+                "message": {"text": f"{f.message} ({f.count} records in {f.kernel or '?'}, workload {r.workload})"},
+                "locations": _location(f.source, root),
+                "properties": {"kernel": f.kernel, "count": f.count, "hazards": f.hazards, "workload": r.workload},
+            })
+    doc = {"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [{
+        "tool": {"driver": {"name": "tracer sanitize (compute-sanitizer)", "version": __version__,
+                            "informationUri": "https://docs.nvidia.com/compute-sanitizer/", "rules": list(rules.values())}},
+        "results": results}]}
+    return json.dumps(doc, indent=1)

@@ -1,0 +1,37 @@
+"""Open any supported trace: nsys/tracer SQLite, PyTorch profiler JSON (.json, .json.gz), or an
+.nsys-rep (exported to SQLite first, where nsys is installed)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tracer.errors import TraceFormatError
+from tracer.trace.model import Trace
+
+SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep", "a run directory")
+
+
+def load_trace(path: Path) -> Trace:
+    from tracer.trace.kineto_reader import read_kineto
+    from tracer.trace.nsys_reader import read_nsys_sqlite
+
+    if path.is_dir():
+        trace = path / "trace.sqlite"
+        if not trace.is_file():
+            raise TraceFormatError(f"{path}: no trace.sqlite in this run directory")
+        return read_nsys_sqlite(trace)
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: no such file")
+    name = path.name.lower()
+    if name.endswith(".nsys-rep"):
+        from tracer.capture.nsys import export_sqlite
+
+        return read_nsys_sqlite(export_sqlite(path))
+    if name.endswith((".json", ".json.gz")):
+        return read_kineto(path)
+    with open(path, "rb") as fh:
+        head = fh.read(16)
+    if head.startswith(b"SQLite format 3"):
+        return read_nsys_sqlite(path)
+    if head[:1] in (b"{", b"\x1f"):
+        return read_kineto(path)
+    raise TraceFormatError(f"{path}: unknown trace format (supported: {', '.join(SUFFIXES)})")
