@@ -48,15 +48,16 @@ __device__ __forceinline__ float to_float(in_bits_t bits) {
 #endif
 }
 
-// Round to nearest even, saturate to the largest finite value, NaN stays NaN.
-__device__ __forceinline__ unsigned char to_fp8(float x) {
+// Round to nearest even, saturate to the largest finite value, NaN stays NaN. Two values per
+// instruction: lo goes to the low byte.
+__device__ __forceinline__ unsigned short to_fp8x2(float lo, float hi) {
   unsigned short pair;
 #if OFMT == 0
-  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
 #else
-  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
+  asm("cvt.rn.satfinite.e5m2x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(hi), "f"(lo));
 #endif
-  return (unsigned char)(pair & 0xff);
+  return pair;
 }
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -65,6 +66,24 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+template <int NLOADS>
+__device__ __forceinline__ void load_tile(Vec<LOAD_BYTES> (&v)[NLOADS], const unsigned char* __restrict__ in,
+                                          int m0, int n0, int M, int N) {
+  constexpr int VPR = TILE_N / LV;
+#pragma unroll
+  for (int k = 0; k < NLOADS; ++k) {
+    const int i = threadIdx.x + k * NTHREADS;
+    const int r = i / VPR, c = (i % VPR) * LV;
+    if (m0 + r < M && n0 + c < N)
+      v[k].v = *reinterpret_cast<const typename VecT<LOAD_BYTES>::T*>(
+          in + ((size_t)(m0 + r) * N + n0 + c) * IN_BYTES);
+    else
+      v[k].v = typename VecT<LOAD_BYTES>::T();
+  }
+}
+
+// Persistent blocks: each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... and loads the next
+// tile into registers while the current one is stored, so loads and stores overlap.
 extern "C" __global__ void __launch_bounds__(NTHREADS)
 cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__ out_row,
                unsigned char* __restrict__ out_col, const float* __restrict__ scale_ptr,
@@ -74,8 +93,7 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
   __shared__ float warp_amax[NTHREADS / 32];
 
   const int tiles_n = (N + TILE_N - 1) / TILE_N;
-  const int m0 = (blockIdx.x / tiles_n) * TILE_M;
-  const int n0 = (blockIdx.x % tiles_n) * TILE_N;
+  const int tiles = ((M + TILE_M - 1) / TILE_M) * tiles_n;
 #if defined(VARIANT_PLANTED_UNINIT)
   const float scale = scale_ptr[1];
 #else
@@ -83,61 +101,67 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
 #endif
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv_ptr = 1.0f / scale;
 
-  // Phase 1: vector loads of the input tile, amax, cast, scatter into both shared tiles.
   constexpr int VPR = TILE_N / LV;
   constexpr int LOADS = TILE_M * VPR / NTHREADS;
   Vec<LOAD_BYTES> v[LOADS];
-#pragma unroll
-  for (int k = 0; k < LOADS; ++k) {
-    const int i = threadIdx.x + k * NTHREADS;
-    const int r = i / VPR, c = (i % VPR) * LV;
-    if (m0 + r < M && n0 + c < N)
-      v[k].v = *reinterpret_cast<const typename VecT<LOAD_BYTES>::T*>(
-          in + ((size_t)(m0 + r) * N + n0 + c) * IN_BYTES);
-    else
-      v[k].v = typename VecT<LOAD_BYTES>::T();
-  }
   float amax = 0.0f;
+  int tile = blockIdx.x;
+  if (tile < tiles) load_tile(v, in, (tile / tiles_n) * TILE_M, (tile % tiles_n) * TILE_N, M, N);
+
+  for (; tile < tiles; tile += gridDim.x) {
+    const int m0 = (tile / tiles_n) * TILE_M;
+    const int n0 = (tile % tiles_n) * TILE_N;
+    // Phase 1: amax, cast (two values per instruction), scatter into both shared tiles.
 #pragma unroll
-  for (int k = 0; k < LOADS; ++k) {
-    const int i = threadIdx.x + k * NTHREADS;
-    const int r = i / VPR, c = (i % VPR) * LV;
-    Vec<LV> q;
+    for (int k = 0; k < LOADS; ++k) {
+      const int i = threadIdx.x + k * NTHREADS;
+      const int r = i / VPR, c = (i % VPR) * LV;
+      Vec<LV> q;
 #pragma unroll
-    for (int j = 0; j < LV; ++j) {
-      const float x = to_float(v[k].e[j]);
-      amax = fmaxf(amax, fabsf(x));
-      q.b[j] = to_fp8(x * scale);
-      tc[c + j][r] = q.b[j];
+      for (int j = 0; j < LV; j += 2) {
+        const float x0 = to_float(v[k].e[j]);
+        const float x1 = j + 1 < LV ? to_float(v[k].e[j + 1]) : 0.0f;
+        amax = fmaxf(amax, fmaxf(fabsf(x0), fabsf(x1)));
+        const unsigned short pair = to_fp8x2(x0 * scale, x1 * scale);
+        q.b[j] = (unsigned char)(pair & 0xff);
+        tc[c + j][r] = q.b[j];
+        if (j + 1 < LV) {
+          q.b[j + 1] = (unsigned char)(pair >> 8);
+          tc[c + j + 1][r] = q.b[j + 1];
+        }
+      }
+      *reinterpret_cast<typename VecT<LV>::T*>(&tr[r][c]) = q.v;
     }
-    *reinterpret_cast<typename VecT<LV>::T*>(&tr[r][c]) = q.v;
-  }
+    const int next = tile + gridDim.x;
+    if (next < tiles) load_tile(v, in, (next / tiles_n) * TILE_M, (next % tiles_n) * TILE_N, M, N);
 
 #if !defined(VARIANT_PLANTED_RACE)
-  __syncthreads();
+    __syncthreads();
 #endif
 
-  // Phase 2: rowwise stores from tr, columnwise stores gathered from tc.
-  constexpr int RPR = TILE_N / SV;
+    // Phase 2: rowwise stores from tr, columnwise stores gathered from tc.
+    constexpr int RPR = TILE_N / SV;
 #pragma unroll
-  for (int k = 0; k < TILE_M * RPR / NTHREADS; ++k) {
-    const int i = threadIdx.x + k * NTHREADS;
-    const int r = i / RPR, c = (i % RPR) * SV;
-    if (m0 + r < M && n0 + c < N)
-      *reinterpret_cast<typename VecT<SV>::T*>(out_row + (size_t)(m0 + r) * N + n0 + c) =
-          *reinterpret_cast<const typename VecT<SV>::T*>(&tr[r][c]);
-  }
-  constexpr int CPR = TILE_M / SV;
-#pragma unroll
-  for (int k = 0; k < TILE_N * CPR / NTHREADS; ++k) {
-    const int i = threadIdx.x + k * NTHREADS;
-    const int c = i / CPR, r = (i % CPR) * SV;
-    if (n0 + c < N && m0 + r < M) {
-      Vec<SV> o;
-#pragma unroll
-      for (int j = 0; j < SV; ++j) o.b[j] = tc[c][r + j];
-      *reinterpret_cast<typename VecT<SV>::T*>(out_col + (size_t)(n0 + c) * M + m0 + r) = o.v;
+    for (int k = 0; k < TILE_M * RPR / NTHREADS; ++k) {
+      const int i = threadIdx.x + k * NTHREADS;
+      const int r = i / RPR, c = (i % RPR) * SV;
+      if (m0 + r < M && n0 + c < N)
+        *reinterpret_cast<typename VecT<SV>::T*>(out_row + (size_t)(m0 + r) * N + n0 + c) =
+            *reinterpret_cast<const typename VecT<SV>::T*>(&tr[r][c]);
     }
+    constexpr int CPR = TILE_M / SV;
+#pragma unroll
+    for (int k = 0; k < TILE_N * CPR / NTHREADS; ++k) {
+      const int i = threadIdx.x + k * NTHREADS;
+      const int c = i / CPR, r = (i % CPR) * SV;
+      if (n0 + c < N && m0 + r < M) {
+        Vec<SV> o;
+#pragma unroll
+        for (int j = 0; j < SV; ++j) o.b[j] = tc[c][r + j];
+        *reinterpret_cast<typename VecT<SV>::T*>(out_col + (size_t)(n0 + c) * M + m0 + r) = o.v;
+      }
+    }
+    __syncthreads();  // the next tile overwrites both shared tiles
   }
 
 #if defined(VARIANT_PLANTED_OOB)

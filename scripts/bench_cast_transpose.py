@@ -13,7 +13,7 @@ import sys
 
 import torch
 
-from tracer.kernelspec import FENCE_VARIANTS, OutFormat
+from tracer.kernelspec import FENCE_VARIANTS, InDtype, OutFormat, Variant, all_configs
 from tracer.launch import cast_transpose
 
 ROTATE = 4  # input sets rotated so that repeated runs do not measure the 60 MB L2
@@ -67,9 +67,24 @@ def bench_shape(rows: int, cols: int) -> list[dict]:
     return results
 
 
+def sweep(rows: int, cols: int) -> list[dict]:
+    """Every bf16 config of the `none` variant: the data behind the heuristic."""
+    xs = [torch.randn(rows, cols, device="cuda").to(torch.bfloat16) for _ in range(ROTATE)]
+    scale = torch.tensor([2.0, 0.0], device="cuda")
+    sinv, amax = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
+    out = []
+    for cfg in all_configs(InDtype.BF16):
+        if not cfg.fits(InDtype.BF16, rows, cols):
+            continue
+        ms = time_ms(lambda i: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=Variant.NONE, config=cfg), reps=20)
+        out.append({"shape": f"{rows}x{cols}", "config": str(cfg), "ms": ms, "GBps": rows * cols * 4 / ms / 1e6})
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="4096x4096,8192x8192")
+    ap.add_argument("--sweep", action="store_true", help="also time every config of the none variant")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -85,9 +100,21 @@ def main() -> int:
     for r in rows_all:
         print(f"{r['shape']:<10} {r['what']:<24} {r['ms']:8.4f} {r['GBps']:8.0f} {r['pct_of_copy']:6.1f}% "
               f"{r['ms'] / none[r['shape']]:7.3f}x")
+    sweeps = []
+    if args.sweep:
+        from tracer.kernelspec import pick_config
+        from tracer.launch import num_sms
+
+        for shape in args.shapes.split(","):
+            r, c = (int(v) for v in shape.split("x"))
+            res = sorted(sweep(r, c), key=lambda d: d["ms"])
+            sweeps += res
+            picked = str(pick_config(InDtype.BF16, r, c, num_sms()))
+            print(f"config sweep {shape} (none): " + ", ".join(f"{d['config']} {d['GBps']:.0f}" for d in res[:6])
+                  + f" ... heuristic picks {picked} ({next(d['GBps'] for d in res if d['config'] == picked):.0f} GB/s)")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump(rows_all, fh, indent=1)
+            json.dump({"results": rows_all, "sweep": sweeps}, fh, indent=1)
     return 0
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# One call on the GPU machine: install carried wheels, run the GPU tests, the benchmarks and the
-# fixture captures, and pack everything into $OUT/results.tar.gz.
-#   bash scripts/device_session.sh [steps...]   steps: info tests bench sanitize traces tracebench
+# One call on the GPU machine: install carried wheels, run benchmarks, fixture captures and the GPU
+# tests, and pack everything into $OUT/results.tar.gz.
+#   bash scripts/device_session.sh [steps...]
+#   steps: info bench sanitize_bg traces tracebench sanbench tests wait
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -15,30 +16,29 @@ else
 fi
 pack() { tar -czf $OUT/results.tar.gz -C /tmp results; ls -la $OUT; }
 trap pack EXIT
-steps=${*:-info bench sanitize_bg tests traces wait}
+steps=${*:-info bench sanitize_bg traces tracebench tests wait}
 for step in $steps; do
   echo "=== $step $(date +%T)"
   case $step in
     info)
       nvidia-smi > $R/nvidia-smi.txt 2>&1
       compute-sanitizer --version > $R/sanitizer-version.txt 2>&1
-      compute-sanitizer --help > $R/sanitizer-help.txt 2>&1
       python3 -m tracer doctor > $R/doctor.txt 2>&1; cat $R/doctor.txt ;;
-    tests)
-      timeout 420 python3 -m pytest -q -m gpu tests/gpu -x -p no:cacheprovider --junitxml=$R/gpu-junit.xml 2>&1 | tee $R/gpu-tests.log | tail -25 ;;
     bench)
-      timeout 200 python3 scripts/bench_cast_transpose.py --json $R/bench_cast_transpose.json 2>&1 | tee $R/bench_cast_transpose.txt ;;
-    sanitize)
-      timeout 500 python3 scripts/capture_sanitizer.py $R/sanitizer --jobs 12 --timeout 420 2>&1 | tee $R/capture_sanitizer.txt | tail -30 ;;
+      timeout 150 python3 scripts/bench_cast_transpose.py --sweep --json $R/bench_cast_transpose.json 2>&1 | tee $R/bench_cast_transpose.txt ;;
     sanitize_bg)
-      (timeout 500 python3 scripts/capture_sanitizer.py $R/sanitizer --jobs 12 --timeout 420 > $R/capture_sanitizer.txt 2>&1) &
+      (timeout 400 python3 scripts/capture_sanitizer.py $R/sanitizer --jobs 8 --timeout 300 > $R/capture_sanitizer.txt 2>&1) &
       SAN_PID=$! ;;
-    wait)
-      [ -n "${SAN_PID:-}" ] && wait $SAN_PID; tail -30 $R/capture_sanitizer.txt ;;
     traces)
-      timeout 400 python3 scripts/capture_traces.py $R/traces 2>&1 | tee $R/capture_traces.txt | tail -20 ;;
+      timeout 200 python3 scripts/capture_traces.py $R/traces 2>&1 | tee $R/capture_traces.txt | tail -8 ;;
     tracebench)
-      timeout 300 python3 scripts/bench_trace.py --gpu --json $R/bench_trace.json 2>&1 | tee $R/bench_trace.txt | tail -20 ;;
+      timeout 200 python3 scripts/bench_trace.py --gpu --no-cpu --repeats 3 --json $R/bench_trace.json 2>&1 | tee $R/bench_trace.txt ;;
+    sanbench)
+      timeout 400 python3 scripts/bench_sanitize.py --json $R/bench_sanitize.json 2>&1 | tail -3 | tee $R/bench_sanitize.txt ;;
+    tests)
+      timeout ${TEST_TIMEOUT:-330} python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml=$R/gpu-junit.xml 2>&1 | tee $R/gpu-tests.log | tail -25 ;;
+    wait)
+      [ -n "${SAN_PID:-}" ] && wait $SAN_PID; tail -32 $R/capture_sanitizer.txt ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -12,7 +12,7 @@ from tracer.errors import UsageError, unknown
 THREADS = 256
 MIN_TILE = 32
 WIDTHS = (1, 2, 4, 8, 16)
-WAVES = 2  # the heuristic wants at least this many blocks per SM
+WAVES = 2  # the heuristic wants at least this many tiles per SM
 
 
 class Variant(str, Enum):
@@ -178,8 +178,8 @@ def all_configs(dtype: InDtype) -> list[Config]:
 
 
 def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
-    """The heuristic: the widest config whose widths divide the shape and that launches at least
-    WAVES x num_sms blocks; if none launches that many, the fitting config with the most blocks."""
+    """The heuristic: the widest config whose widths divide the shape and that cuts it into at least
+    WAVES x num_sms tiles; if none does, the fitting config with the most tiles."""
     if rows < 1 or cols < 1:
         raise UsageError(f"shape {rows}x{cols}: both dimensions must be >= 1")
     if num_sms < 1:

@@ -126,13 +126,20 @@ def cast_transpose(
     return CastOutputs(row, col, cfg)
 
 
+@lru_cache(maxsize=None)
+def resident_blocks(key: KernelKey, device_index: int) -> int:
+    """Blocks that fit on the whole GPU at once: the persistent grid's size."""
+    per_sm = _kernel(key, device_index).occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
+    return max(1, per_sm) * num_sms(device_index)
+
+
 def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv: int, amax: int,
                rows: int, cols: int, device_index: int, stream_handle: int) -> None:
     import numpy as np
     from cuda.core import LaunchConfig, launch
 
     kernel = _kernel(key, device_index)
-    blocks = key.config.blocks(key.in_dtype, rows, cols)
+    blocks = min(key.config.blocks(key.in_dtype, rows, cols), resident_blocks(key, device_index))
     cfg = LaunchConfig(grid=blocks, block=THREADS)
     launch(_core_stream(device_index, stream_handle), cfg, kernel, x, row, col, scale, scale_inv, amax,
            np.int32(rows), np.int32(cols))

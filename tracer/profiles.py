@@ -102,4 +102,4 @@ def load_profile(path: Path, schema: Schema, post: Callable[[str, dict[str, Any]
 
 
 def builtin_names(directory: Path = PROFILE_DIR, suffix: str = ".yaml") -> list[str]:
-    return sorted(p.stem for p in directory.glob(f"*{suffix}") if not p.stem.startswith("campaign"))
+    return sorted(p.stem for p in directory.glob(f"*{suffix}"))

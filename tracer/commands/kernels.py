@@ -81,8 +81,8 @@ def cmd_list(args: argparse.Namespace) -> int:
     for cfg in all_configs(dtype):
         tm, tn = cfg.tile(dtype)
         print(f"  {str(cfg):<6} tile {tm}x{tn}")
-    print("\nHeuristic: the widest config whose widths divide the shape and that launches at least")
-    print("2 blocks per SM; else the fitting config with the most blocks (see `tracer kernels config`).")
+    print("\nHeuristic: the widest config whose widths divide the shape and that cuts it into at least")
+    print("2 tiles per SM; else the fitting config with the most tiles (see `tracer kernels config`).")
     return 0
 
 
@@ -126,5 +126,5 @@ def cmd_config(args: argparse.Namespace) -> int:
     rows, cols = parse_shape(args.shape)
     cfg = pick_config(dtype, rows, cols, args.sms)
     tm, tn = cfg.tile(dtype)
-    print(f"{rows}x{cols} {dtype.value} on {args.sms} SMs -> config {cfg} (tile {tm}x{tn}, {cfg.blocks(dtype, rows, cols)} blocks)")
+    print(f"{rows}x{cols} {dtype.value} on {args.sms} SMs -> config {cfg} (tile {tm}x{tn}, {cfg.blocks(dtype, rows, cols)} tiles)")
     return 0

@@ -36,6 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--leak-check", action="store_true", help="memcheck --leak-check full")
     p.add_argument("--racecheck-report", default="analysis", help="analysis (default), hazard, all")
     p.add_argument("--racecheck-detect-level", default="warn", help="info, warn (default), error")
+    p.add_argument("--jobs", type=int, default=4, help="sanitizer runs at once (they share the GPU)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds per tool run before the process group is killed")
     p.add_argument("-o", "--output", type=Path, help="output directory (default runs/sanitize-NAME-TIMESTAMP)")
     p.add_argument("--json", action="store_true")
@@ -43,6 +44,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sarif", type=Path, help="also write SARIF 2.1.0 here")
     p.add_argument("--steps", type=int, help="steps of a built-in workload (default 1 under the sanitizer)")
     p.add_argument("--shape", help="shape override of a built-in workload")
+    p.add_argument("--variant", action="append", default=[],
+                   help="kernel variant of a built-in workload (repeatable: one run per variant, side by side)")
     p.set_defaults(func=cmd_sanitize)
 
 
@@ -57,14 +60,20 @@ def load_all_rules(args: argparse.Namespace) -> tuple[Rule, ...]:
     return tuple(r for f in files for r in load_rules(f))
 
 
-def workload_target(name: str, steps: int | None, shape: str | None) -> tuple[str, list[str], tuple[str, ...]]:
+def workload_target(name: str, steps: int | None, shape: str | None,
+                    variant: str | None = None) -> tuple[str, list[str], tuple[str, ...]]:
+    from tracer.kernelspec import parse_variant
     from tracer.workloads.spec import load_workload
 
     spec = load_workload(name)
     cmd = [sys.executable, "-m", "tracer", "run", name, "--steps", str(steps or 1), "--no-fail-on-check"]
     if shape:
         cmd += ["--shape", shape]
-    return spec.name, cmd, spec.kernel_filter
+    label = spec.name
+    if variant:
+        cmd += ["--variant", parse_variant(variant).value]
+        label = f"{spec.name}.{variant}"
+    return label, cmd, spec.kernel_filter
 
 
 def launched_kernels(command: list[str], timeout: float) -> set[str]:
@@ -98,40 +107,58 @@ def verify_filters(filters: list[str], command: list[str], timeout: float) -> No
                              f"(e.g. {sample}); a run with it would report clean without checking anything")
 
 
-def plan(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[str], list[tuple[str, list[str], list[str]]]]:
-    """(name, command, [(filter label, include filters, exclude filters)])."""
+Target = tuple[str, list[str], list[tuple[str, list[str], list[str]]]]  # name, command, filter variants
+
+
+def plan(args: argparse.Namespace, extra: list[str]) -> list[Target]:
+    """[(name, command, [(filter label, include filters, exclude filters)])], one per target."""
     mode = _choice("--filter mode", args.filter, FILTER_MODES)
     if extra:
         if args.args:
             raise UsageError("give either WORKLOAD or a command after --, not both")
-        name, command, project = Path(extra[0]).name, extra, ()
+        targets = [(Path(extra[0]).name, extra, ())]
     elif len(args.args) == 1:
-        name, command, project = workload_target(args.args[0], args.steps, args.shape)
+        targets = [workload_target(args.args[0], args.steps, args.shape, v) for v in (args.variant or [None])]
     else:
         raise UsageError("give one WORKLOAD (or a command after --, or `import FILE`, or `selftest`)")
-    include = [kernel_filter(k) for k in (args.only_kernel or list(project))]
-    exclude = [kernel_filter(k) for k in args.exclude_kernel]
-    if mode != "off" and not include and not exclude and args.only_kernel == [] and extra:
-        mode = "off"  # a user command has no project filter: say so in the label
-    runs = {"on": [("on", include, exclude)], "off": [("off", [], exclude)],
-            "both": [("on", include, exclude), ("off", [], exclude)]}[mode]
-    return name, command, runs
+    out = []
+    for name, command, project in targets:
+        include = [kernel_filter(k) for k in (args.only_kernel or list(project))]
+        exclude = [kernel_filter(k) for k in args.exclude_kernel]
+        label = mode if include or mode == "off" else "off"  # a user command without --only-kernel has no filter
+        runs = {"on": [(label, include, exclude)], "off": [("off", [], exclude)],
+                "both": [("on", include, exclude), ("off", [], exclude)]}[mode]
+        out.append((name, command, runs))
+    return out
 
 
-def execute(args: argparse.Namespace, tools: tuple[Tool, ...], name: str, command: list[str],
-            variants: list[tuple[str, list[str], list[str]]], out: Path, rules: tuple[Rule, ...]) -> list[ToolRun]:
+Job = tuple[str, list[str], str, list[str], list[str], Tool]  # name, command, filter label, include, exclude, tool
+
+
+def jobs_for(name: str, command: list[str], variants: list[tuple[str, list[str], list[str]]], tools: tuple[Tool, ...]) -> list[Job]:
+    return [(name, command, label, inc, exc, tool) for label, inc, exc in variants for tool in tools]
+
+
+def execute(args: argparse.Namespace, jobs: list[Job], out: Path, rules: tuple[Rule, ...]) -> list[ToolRun]:
+    """Run the jobs, up to --jobs at once; results in job order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    if args.jobs < 1:
+        raise UsageError(f"--jobs={args.jobs} must be >= 1")
     binary = find_sanitizer()
-    results = []
-    for label, include, exclude in variants:
-        for tool in tools:
-            opts = SanitizeOptions(tool=tool, xml_path=out / f"{tool.value}-{name}-{label}.xml", print_limit=args.print_limit,
-                                   leak_check=args.leak_check, racecheck_report=args.racecheck_report,
-                                   racecheck_detect_level=args.racecheck_detect_level,
-                                   include_kernels=tuple(include), exclude_kernels=tuple(exclude))
-            run = run_tool(binary, opts, command, out, name, rules, args.timeout, label)
-            print(f"  {tool.value:<10} {name} filter={label}: {run.verdict.value} ({run.seconds:.0f} s)", file=sys.stderr)
-            results.append(run)
-    return results
+
+    def one(job: Job) -> ToolRun:
+        name, command, label, include, exclude, tool = job
+        opts = SanitizeOptions(tool=tool, xml_path=out / f"{tool.value}-{name}-{label}.xml", print_limit=args.print_limit,
+                               leak_check=args.leak_check, racecheck_report=args.racecheck_report,
+                               racecheck_detect_level=args.racecheck_detect_level,
+                               include_kernels=tuple(include), exclude_kernels=tuple(exclude))
+        run = run_tool(binary, opts, command, out, name, rules, args.timeout, label)
+        print(f"  {tool.value:<10} {name} filter={label}: {run.verdict.value} ({run.seconds:.0f} s)", file=sys.stderr)
+        return run
+
+    with ThreadPoolExecutor(args.jobs) as pool:
+        return list(pool.map(one, jobs))
 
 
 def emit(runs: list[ToolRun], args: argparse.Namespace, out: Path | None) -> int:
@@ -161,14 +188,17 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
     if args.args[:1] == ["selftest"]:
         return selftest(args, rules)
     tools = parse_tools(args.tool)
-    name, command, variants = plan(args, extra)
+    targets = plan(args, extra)
+    name, command, variants = targets[0]
     filters = sorted({f for _, inc, exc in variants for f in inc + exc})
     if filters and not args.no_verify_filter:
         verify_filters(filters, command, args.timeout)
     final = args.output or default_run_dir(f"sanitize-{name}")
     with staged(final) as tmp:
-        runs = execute(args, tools, name, command, variants, tmp, rules)
-        write_json(tmp / "command.json", {"argv": command, "tools": [t.value for t in tools], "filters": variants})
+        jobs = [j for n, c, v in targets for j in jobs_for(n, c, v, tools)]
+        runs = execute(args, jobs, tmp, rules)
+        write_json(tmp / "command.json", {"targets": [{"name": n, "argv": c, "filters": v} for n, c, v in targets],
+                                          "tools": [t.value for t in tools]})
     print(f"outputs: {final}", file=sys.stderr)
     return emit(runs, args, final)
 
@@ -178,12 +208,13 @@ def selftest(args: argparse.Namespace, rules: tuple[Rule, ...]) -> int:
     defect and the clean workload must be clean under all four."""
     final = args.output or default_run_dir("sanitize-selftest")
     workloads = ["cast_transpose_dgrad", *PLANTED]
+    jobs: list[Job] = []
+    for w in workloads:
+        name, command, project = workload_target(w, 1, SELFTEST_SHAPE)
+        include = [kernel_filter(k) for k in project] if args.filter != "off" else []
+        jobs += jobs_for(name, command, [("on" if include else "off", include, [])], tuple(Tool))
     with staged(final) as tmp:
-        runs = []
-        for w in workloads:
-            name, command, project = workload_target(w, 1, SELFTEST_SHAPE)
-            include = [kernel_filter(k) for k in project] if args.filter != "off" else []
-            runs += execute(args, tuple(Tool), name, command, [("on" if include else "off", include, [])], tmp, rules)
+        runs = execute(args, jobs, tmp, rules)
         (tmp / "report.json").write_text(to_json(runs))
     print(format_matrix(runs, workloads))
     failures = selftest_failures(runs)

@@ -32,8 +32,8 @@ class SanitizeOptions:
     xml_path: Path
     print_limit: int = 10000
     leak_check: bool = False
-    racecheck_report: str = "all"  # hazard | analysis | all
-    racecheck_detect_level: str = "info"  # info | warn | error
+    racecheck_report: str = "analysis"  # analysis | hazard | all
+    racecheck_detect_level: str = "warn"  # info | warn | error
     target_processes: str = "all"
     include_kernels: tuple[str, ...] = field(default_factory=tuple)  # compute-sanitizer filter strings
     exclude_kernels: tuple[str, ...] = field(default_factory=tuple)

@@ -11,7 +11,7 @@ from tracer.profiles import Field, check_schema_version, load_yaml, validate
 from tracer.sanitize.argv import Tool
 from tracer.sanitize.model import Finding
 
-DEFAULT_FILE = Path(__file__).resolve().parent.parent.parent / "profiles" / "suppressions.yaml"
+DEFAULT_FILE = Path(__file__).resolve().parent.parent.parent / "profiles" / "suppressions" / "default.yaml"
 RULE_SCHEMA = {
     "id": Field(str, required=True),
     "tool": Field(str, required=True, choices=tuple(t.value for t in Tool) + ("any",)),

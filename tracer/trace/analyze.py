@@ -10,7 +10,7 @@ import numpy as np
 
 from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
-from tracer.trace.model import SyncKind, Trace
+from tracer.trace.model import Kernels, SyncKind, Trace
 from tracer.trace.ordering import Edge, Ordered, OrderingIndex, Verdict
 
 MAX_LISTED_PAIRS = 200
@@ -131,10 +131,23 @@ def _instances(trace: Trace, attr: Attribution, glob: str) -> dict[tuple[str, ..
     return out
 
 
+def _frontier(k: Kernels, kernels: list[int], last: bool) -> list[int]:
+    """Per stream, the producer submitted last (or the consumer submitted first): if it is
+    ordered, so are the others on its stream, by stream order."""
+    best: dict[tuple[int, int], int] = {}
+    for i in kernels:
+        key = (int(k.device[i]), int(k.stream[i]))
+        j = best.get(key)
+        if j is None or (k.corr[i] > k.corr[j]) == last:
+            best[key] = i
+    return list(best.values())
+
+
 def _worst(index: OrderingIndex, ps: list[int], cs: list[int]) -> tuple[Ordered, int, int]:
+    k = index.trace.kernels
     worst: tuple[Ordered, int, int] | None = None
-    for p in ps:
-        for c in cs:
+    for p in _frontier(k, ps, last=True):
+        for c in _frontier(k, cs, last=False):
             o = index.order(p, c)
             if worst is None or o.verdict.severity > worst[0].verdict.severity:
                 worst = (o, p, c)

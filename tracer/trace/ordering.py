@@ -27,7 +27,10 @@ class Verdict(str, Enum):
 
     @property
     def severity(self) -> int:
-        return list(Verdict).index(self)
+        return _SEVERITY[self]
+
+
+_SEVERITY = {v: i for i, v in enumerate(Verdict)}
 
 
 @dataclass(frozen=True)
