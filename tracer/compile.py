@@ -10,6 +10,8 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
+from cuda.core import Program, ProgramOptions
+
 from tracer.errors import CompileError, ToolMissingError
 from tracer.kernelspec import KernelKey
 
@@ -95,8 +97,6 @@ def _cache_path(key: KernelKey) -> Path:
 
 
 def _core_cubin(key: KernelKey) -> bytes:
-    from cuda.core import Program, ProgramOptions
-
     opts = ProgramOptions(name=str(KERNEL_DIR / KERNEL_FILE), arch=key.arch, std="c++17", lineinfo=True,
                           define_macro=list(key.macros()))
     try:

@@ -75,7 +75,7 @@ def parse_lines(lines: list[str], tool: str) -> Parsed:
             reported = int(m.group("e")) + int(m.group("w"))
         elif any(t in ln for t in TARGET_FAIL):
             target_error = True
-        elif ln.startswith(("Error:", "ERROR:")) and any(t in ln for t in TOOL_FAIL):
+        elif "Internal Sanitizer Error" in ln or (ln.startswith(("Error:", "ERROR:")) and any(t in ln for t in TOOL_FAIL)):
             tool_errors.append(ln)
         i += 1
     return Parsed(g.findings(), g.records, False, reported, not_printed, target_error, tuple(tool_errors))

@@ -10,7 +10,7 @@ from defusedxml.ElementTree import iterparse
 from tracer.errors import TraceFormatError
 from tracer.sanitize.model import Finding, Parsed
 
-TOOL_OF_KIND = {"Hazard": "racecheck", "Race": "racecheck", "Initcheck": "initcheck", "Synccheck": "synccheck",
+TOOL_OF_KIND = {"Hazard": "racecheck", "Analysis": "racecheck", "Initcheck": "initcheck", "Synccheck": "synccheck",
                 "Precise": "memcheck", "Imprecise": "memcheck", "Leak": "memcheck"}
 
 
@@ -54,37 +54,45 @@ def _where(el: Element, *paths: str) -> tuple[str, str]:
     return "", ""
 
 
-def classify(rec: Element) -> tuple[str, str, str, str, str, int]:
-    """(tool kind name, kernel, source, level, message, hazards) of one <record>."""
+Row = tuple[str, str, str, str, str, int]  # kind, kernel, source, level, message, hazards
+
+
+def classify(rec: Element) -> list[Row]:
+    """The findings in one <record> (a racecheck analysis record holds one per destination)."""
     kind = _text(rec, "kind")
     what = rec.find("what")
     message = _text(what, "text")
     level = (_text(rec, "level") or ("warning" if "Warning" in message else "error")).lower()
     if kind == "Api":
-        return "api error", _text(what, "api"), _text(what, "error"), level, message, 1
+        return [("api error", _text(what, "api"), _text(what, "error"), level, message, 1)]
     if kind == "Hazard":
         htype = _text(what, "common/type") or "unknown"
         func, src = _where(what, "thread0/where", "thread1/where") if what is not None else ("", "")
-        return f"{htype} hazard", func, src, level, message, 1
+        return [(f"{htype} hazard", func, src, level, message, 1)]
+    if kind == "Analysis" and what is not None:
+        return _analysis(what, level, message)
     func, src = _where(rec, "where", "what/where")
     if kind == "Synccheck":
         detail = _text(what, "type")
-        return f"barrier error ({detail.lower()})" if detail else "barrier error", func, src, level, message, 1
+        return [(f"barrier error ({detail.lower()})" if detail else "barrier error", func, src, level, message, 1)]
     if kind == "Initcheck":
-        return "uninitialized read" if "read" in message.lower() else "uninitialized access", func, src, level, message, 1
+        return [("uninitialized read" if "read" in message.lower() else "uninitialized access", func, src, level, message, 1)]
     if kind in ("Precise", "Imprecise"):
         err = _text(what, "error") or "memory error"
-        direction = _text(what, "direction")
-        return f"{err} {direction}".strip(), func, src, level, message, 1
-    hazards = _int(_text(what, "hazards") or _text(what, "count"), 1)
-    return kind.lower() or "record", func, src, level, message, hazards
+        return [(f"{err} {_text(what, 'direction')}".strip(), func, src, level, message, 1)]
+    return [(kind.lower() or "record", func, src, level, message, 1)]
 
 
-def _int(text: str, default: int) -> int:
-    try:
-        return int(text)
-    except ValueError:
-        return default
+def _analysis(what: Element, level: str, message: str) -> list[Row]:
+    """racecheck --racecheck-report analysis: one source access, hazards counted per destination."""
+    source = what.find("source")
+    src_dir = _text(source, "direction").upper() or "?"
+    func, src = _where(source, "where") if source is not None else ("", "")
+    rows = []
+    for dest in what.findall("destination"):
+        hazards = int(_text(dest, "count") or 1)
+        rows.append((f"{src_dir}-{_text(dest, 'direction').upper() or '?'} race", func, src, level, message, hazards))
+    return rows or [(f"{src_dir} race", func, src, level, message, 1)]
 
 
 def parse_xml(path: Path, tool: str | None = None) -> Parsed:
@@ -92,20 +100,31 @@ def parse_xml(path: Path, tool: str | None = None) -> Parsed:
         raise TraceFormatError(f"{path}: no such file")
     grouper: Grouper | None = Grouper(tool) if tool else None
     incomplete = False
+    tool_errors: list[str] = []
+    root_seen = False
     try:
-        for _event, el in iterparse(str(path), events=("end",)):
+        for event, el in iterparse(str(path), events=("start", "end")):
+            if event == "start":
+                if not root_seen and el.tag != "ComputeSanitizerOutput":
+                    raise TraceFormatError(f"{path}: not compute-sanitizer XML (root element <{el.tag}>)")
+                root_seen = True
+                continue
             if el.tag != "record":
                 continue
-            kind, kernel, source, level, message, hazards = classify(el)
+            if _text(el, "kind") == "Sanitizer":  # the tool's own failure, not a finding
+                tool_errors.append(_text(el, "what/text"))
+                el.clear()
+                continue
             if grouper is None:
                 grouper = Grouper(TOOL_OF_KIND.get(_text(el, "kind"), "memcheck"))
-            grouper.add(kind, kernel, source, level, message, hazards)
+            for row in classify(el):
+                grouper.add(*row)
             el.clear()
     except ParseError as exc:
         if path.stat().st_size == 0:
             return Parsed((), 0, True)
-        if "no element found" not in str(exc) and "unclosed token" not in str(exc) and grouper is None:
+        if not root_seen:
             raise TraceFormatError(f"{path}: not compute-sanitizer XML ({exc})") from exc
         incomplete = True
     g = grouper or Grouper(tool or "unknown")
-    return Parsed(g.findings(), g.records, incomplete)
+    return Parsed(g.findings(), g.records, incomplete, tool_errors=tuple(tool_errors))

@@ -8,7 +8,7 @@ from pathlib import Path
 from tracer import proc
 from tracer.errors import ToolMissingError, UsageError
 from tracer.sanitize.argv import ERROR_EXITCODE, SanitizeOptions, Tool, build_argv
-from tracer.sanitize.model import Parsed, SanVerdict, ToolRun
+from tracer.sanitize.model import Finding, Parsed, SanVerdict, ToolRun
 from tracer.sanitize.parse_text import parse_text
 from tracer.sanitize.parse_xml import parse_xml
 from tracer.sanitize.suppress import Rule, apply
@@ -45,17 +45,24 @@ def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None,
             rules: tuple[Rule, ...], filter_label: str, files: dict[str, str]) -> ToolRun:
     rc = None if res.timed_out else res.returncode
     notes = []
-    tool_failed = bool(text.tool_errors) or (xml is None and not res.timed_out) or (rc is not None and rc < 0)
+    tool_errors = text.tool_errors + (xml.tool_errors if xml is not None else ())
+    tool_failed = bool(tool_errors) or (xml is None and not res.timed_out) or (rc is not None and rc < 0)
     target_failed = text.target_error or (rc not in (0, ERROR_EXITCODE, None) and not tool_failed)
     source = xml if xml is not None and xml.records >= text.records else text
     kept, suppressed = apply(source.findings, rules)
+    if text.not_printed:  # unseen records may be anything: they are never suppressed
+        kept += (Finding(tool.value, "not printed (raise --print-limit)", "?", "", text.not_printed,
+                         text.not_printed, "error", f"{text.not_printed} errors were not printed"),)
     incomplete = res.timed_out or tool_failed or (xml is not None and xml.incomplete) or text.not_printed > 0
     if text.not_printed:
         notes.append(f"{text.not_printed} errors were not printed (raise --print-limit)")
     elif text.reported_errors is not None and text.reported_errors > source.records:
         notes.append(f"the tool counted {text.reported_errors} errors in {source.records} printed records")
-    if text.tool_errors:
-        notes.append("; ".join(text.tool_errors))
+    if tool_errors:
+        notes.append("; ".join(dict.fromkeys(tool_errors)))
+    if tool is Tool.INITCHECK and filter_label == "on" and kept:
+        notes.append("initcheck ran with a kernel filter: writes by unchecked kernels are invisible to it, so "
+                     "uninitialized-read findings on memory they wrote are false positives; compare --filter off")
     if target_failed and rc == ERROR_EXITCODE:
         notes.append("the target failed; its own exit code is masked by --error-exitcode")
     order = [(tool_failed, SanVerdict.TOOL_FAILED), (res.timed_out, SanVerdict.TIMEOUT),

@@ -28,6 +28,8 @@ def load_trace(path: Path) -> Trace:
         return read_nsys_sqlite(export_sqlite(path))
     if name.endswith((".json", ".json.gz")):
         return read_kineto(path)
+    if name.endswith((".sqlite", ".db")):
+        return read_nsys_sqlite(path)
     with open(path, "rb") as fh:
         head = fh.read(16)
     if head.startswith(b"SQLite format 3"):
