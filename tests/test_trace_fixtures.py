@@ -14,6 +14,7 @@ from tracer.trace.load import load_trace
 from tracer.trace.model import SyncKind
 from tracer.trace.ordering import Verdict
 
+DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
 
 
@@ -117,7 +118,7 @@ class TestCuptiCaptures:
         assert a.pair_counts["unordered"] == 3 and all(p.edge is None for p in a.pairs)
 
     def test_linear_backward_planted_pair(self) -> None:
-        a = self.load("linear_backward_planted")
+        a = analyze(load_trace(DEMO / "linear_backward_planted.sqlite"), PAIRS)
         bad = sorted(p.consumer for p in a.pairs if p.verdict is Verdict.UNORDERED)
         assert bad == ["step0/layer1/mb0/dgrad", "step0/layer1/mb1/dgrad", "step1/layer1/mb0/dgrad", "step1/layer1/mb1/dgrad"]
         assert a.pair_counts["same-stream"] == 20

@@ -1,0 +1,173 @@
+"""The campaign store: one SQLite file (WAL) with the campaign, its cells, every trial, crashes
+and what is in flight. A batch of trials is committed in one transaction, so a kill at any moment
+leaves either the whole batch or none of it."""
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sqlite3
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from tracer.campaign.profile import CampaignSpec, Cell
+from tracer.campaign.stats import CellStats, cell_stats
+from tracer.errors import UsageError
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS campaign (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE IF NOT EXISTS cells (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, label TEXT, workload TEXT,
+  variant TEXT, config TEXT, shape TEXT, dtype TEXT, trials_target INTEGER);
+CREATE TABLE IF NOT EXISTS trials (cell_id INTEGER NOT NULL, trial INTEGER NOT NULL, failed INTEGER NOT NULL,
+  crashed INTEGER NOT NULL DEFAULT 0, first_failure TEXT, failed_checks TEXT, gpu TEXT, worker TEXT, seconds REAL,
+  finished REAL, PRIMARY KEY (cell_id, trial));
+CREATE TABLE IF NOT EXISTS crashes (id INTEGER PRIMARY KEY, cell_id INTEGER, trials TEXT, worker TEXT, gpu TEXT,
+  exit_code INTEGER, detail TEXT, at REAL);
+CREATE TABLE IF NOT EXISTS inflight (worker TEXT PRIMARY KEY, cell_id INTEGER, trials TEXT, gpu TEXT, started REAL);
+"""
+
+
+@dataclass(frozen=True)
+class TrialRow:
+    cell_id: int
+    trial: int
+    failed: bool
+    crashed: bool
+    first_failure: str | None
+    failed_checks: str
+    gpu: str
+    worker: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class CellSummary:
+    cell_id: int
+    label: str
+    key: str
+    target: int
+    done: int
+    failures: int
+    crashed: int
+    stats: CellStats
+    gpus: str
+
+
+class Store:
+    def __init__(self, path: Path, con: sqlite3.Connection) -> None:
+        self.path, self.con = path, con
+
+    @classmethod
+    def open(cls, path: Path, create: bool = False) -> Store:
+        if not create and not path.is_file():
+            raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        con = sqlite3.connect(path, timeout=60, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")
+        con.executescript(SCHEMA)
+        return cls(path, con)
+
+    def init(self, spec: CampaignSpec, environment: dict) -> None:
+        """Record the campaign and its cells; reopening with another campaign's profile is refused."""
+        with self.tx():
+            row = self.con.execute("SELECT value FROM campaign WHERE key='name'").fetchone()
+            if row and row[0] != spec.name:
+                raise UsageError(f"{self.path} holds campaign {row[0]!r}, not {spec.name!r}; use another -o")
+            if not row:
+                for k, v in (("name", spec.name), ("profile", json.dumps(spec.data)), ("created", str(time.time())),
+                             ("environment", json.dumps(environment, default=str))):
+                    self.con.execute("INSERT INTO campaign VALUES (?, ?)", (k, v))
+            for c in spec.cells():
+                self.con.execute("INSERT OR IGNORE INTO cells (key, label, workload, variant, config, shape, dtype, trials_target) "
+                                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (c.key, c.label, c.workload, c.variant, c.config, c.shape,
+                                                                    c.dtype, spec.data["trials_per_cell"]))
+                self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.data["trials_per_cell"], c.key))
+
+    def tx(self):  # type: ignore[no-untyped-def]
+        return _Tx(self.con)
+
+    def meta(self, key: str) -> str | None:
+        row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
+        return row[0] if row else None
+
+    def cell_ids(self) -> dict[str, int]:
+        return {k: i for i, k in self.con.execute("SELECT id, key FROM cells")}
+
+    def cells(self) -> list[tuple[int, Cell, int]]:
+        rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
+        return [(r[0], Cell(*r[1:8]), r[8]) for r in rows]
+
+    def done_trials(self, cell_id: int) -> set[int]:
+        return {r[0] for r in self.con.execute("SELECT trial FROM trials WHERE cell_id = ?", (cell_id,))}
+
+    def add_trials(self, rows: list[TrialRow], worker: str | None = None) -> int:
+        """Insert a batch in one transaction; an already stored trial is kept (merging is idempotent)."""
+        with self.tx():
+            before = self.con.total_changes
+            self.con.executemany(
+                "INSERT OR IGNORE INTO trials VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                [(r.cell_id, r.trial, int(r.failed), int(r.crashed), r.first_failure, r.failed_checks, r.gpu, r.worker,
+                  r.seconds, time.time()) for r in rows])
+            added = self.con.total_changes - before
+            if worker is not None:
+                self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
+        return added
+
+    def mark_inflight(self, worker: str, cell_id: int, trials: list[int], gpu: str) -> None:
+        with self.tx():
+            self.con.execute("INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?)",
+                             (worker, cell_id, json.dumps(trials), gpu, time.time()))
+
+    def take_inflight(self, worker: str) -> tuple[int, list[int], str] | None:
+        with self.tx():
+            row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
+            self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
+        return (row[0], json.loads(row[1]), row[2]) if row else None
+
+    def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
+        with self.tx():
+            self.con.execute("INSERT INTO crashes (cell_id, trials, worker, gpu, exit_code, detail, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                             (cell_id, json.dumps(trials), worker, gpu, exit_code, detail, time.time()))
+
+    def crash_count(self, cell_id: int, trials: list[int]) -> int:
+        rows = self.con.execute("SELECT trials FROM crashes WHERE cell_id = ?", (cell_id,)).fetchall()
+        wanted = set(trials)
+        return sum(1 for (t,) in rows if wanted & set(json.loads(t)))
+
+    def crashes(self) -> list[dict]:
+        rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
+                                "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
+        return [{"cell": a, "trials": json.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
+
+    def summary(self) -> list[CellSummary]:
+        out = []
+        for cell_id, cell, target in self.cells():
+            done, fails, crashed = self.con.execute(
+                "SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0) FROM trials WHERE cell_id = ?",
+                (cell_id,)).fetchone()
+            gpus = ",".join(sorted({g for (g,) in self.con.execute("SELECT DISTINCT gpu FROM trials WHERE cell_id = ?", (cell_id,))}))
+            st = cell_stats(cell.label, fails, done) if done else cell_stats(cell.label, 0, 1)
+            out.append(CellSummary(cell_id, cell.label, cell.key, target, done, fails, crashed, st, gpus))
+        return out
+
+    def first_failures(self, cell_id: int, limit: int = 5) -> list[tuple[int, str, str]]:
+        return list(self.con.execute("SELECT trial, first_failure, failed_checks FROM trials WHERE cell_id = ? AND failed = 1 "
+                                     "ORDER BY trial LIMIT ?", (cell_id, limit)))
+
+
+class _Tx:
+    def __init__(self, con: sqlite3.Connection) -> None:
+        self.con = con
+
+    def __enter__(self) -> sqlite3.Connection:
+        self.con.execute("BEGIN IMMEDIATE")
+        return self.con
+
+    def __exit__(self, exc_type: object, *_: object) -> None:
+        self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+
+
+def worker_name(gpu: str) -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:gpu{gpu}"

@@ -1,0 +1,46 @@
+"""A local campaign worker: one process per GPU, running its chunks and committing each chunk's
+trials in one transaction. Started by the local executor; `inflight` says what it was doing."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from tracer.campaign.profile import load_campaign
+from tracer.campaign.stats import Decision, sprt
+from tracer.campaign.store import Store
+from tracer.campaign.trials import run_chunk
+
+
+def sprt_decided(store: Store, spec_data: dict, cell_id: int) -> bool:
+    p0, p1 = spec_data["sprt"]["p0"], spec_data["sprt"]["p1"]
+    if not (p0 and p1):
+        return False
+    done, fails = store.con.execute("SELECT count(*), COALESCE(sum(failed), 0) FROM trials WHERE cell_id = ?",
+                                    (cell_id,)).fetchone()
+    return done > 0 and sprt(fails, done, p0, p1) is not Decision.CONTINUE
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("store", type=Path)
+    ap.add_argument("--profile", required=True)
+    ap.add_argument("--tasks", type=Path, required=True, help="JSON list of [cell_id, [trials]]")
+    ap.add_argument("--gpu", default="cpu")
+    ap.add_argument("--worker", required=True)
+    args = ap.parse_args(argv)
+    spec = load_campaign(args.profile)
+    store = Store.open(args.store)
+    cells = {cid: cell for cid, cell, _ in store.cells()}
+    for cell_id, trials in json.loads(args.tasks.read_text()):
+        todo = sorted(set(trials) - store.done_trials(cell_id))
+        if not todo or sprt_decided(store, spec.data, cell_id):
+            continue
+        store.mark_inflight(args.worker, cell_id, todo, args.gpu)
+        store.add_trials(run_chunk(spec, cell_id, cells[cell_id], todo, args.gpu, args.worker), args.worker)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,190 @@
+"""What a stream timeline shows, computed from an Analysis: lanes of kernel bars coloured by NVTX
+range family, NVTX lanes per CPU thread, event edges and producer -> consumer pairs. Big lanes are
+aggregated (adjacent bars of one family merged below the pixel size, long outliers kept)."""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from tracer.errors import UsageError
+from tracer.trace.analyze import Analysis
+from tracer.trace.ordering import Verdict
+
+FAMILIES = ("cast_transpose", "dgrad", "wgrad", "amax_update", "check", "other")
+MAX_BARS_PER_LANE = 3000
+
+
+@dataclass(frozen=True)
+class Lane:
+    label: str
+    start_us: np.ndarray
+    width_us: np.ndarray
+    family: np.ndarray  # index into FAMILIES
+    kernels: int  # kernels in the window before aggregation
+    aggregated: bool
+
+
+@dataclass(frozen=True)
+class RangeLane:
+    label: str
+    start_us: np.ndarray
+    width_us: np.ndarray
+    depth: np.ndarray
+    names: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Arrow:
+    x0_us: float
+    lane0: int
+    x1_us: float
+    lane1: int
+    kind: str  # "event", or a pair verdict
+    label: str
+
+
+@dataclass(frozen=True)
+class TimelineData:
+    title: str
+    window_us: tuple[float, float]
+    lanes: tuple[Lane, ...]
+    range_lanes: tuple[RangeLane, ...]
+    arrows: tuple[Arrow, ...]
+
+
+def family_of(name: str) -> int:
+    last = name.rsplit("/", 1)[-1]
+    return FAMILIES.index(last) if last in FAMILIES else len(FAMILIES) - 1
+
+
+def parse_window(text: str | None) -> tuple[float, float] | None:
+    """START:END in microseconds from the trace start (either side may be empty)."""
+    if not text:
+        return None
+    try:
+        a, b = text.split(":")
+        return float(a) if a else 0.0, float(b) if b else float("inf")
+    except ValueError:
+        raise UsageError(f"--window {text!r} is not START:END in microseconds, e.g. 1000:5000") from None
+
+
+def aggregate(start: np.ndarray, end: np.ndarray, fam: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge consecutive bars of one family separated by less than a pixel; bars longer than
+    the lane's 99th percentile stay on their own so outliers remain visible."""
+    long = (end - start) > np.percentile(end - start, 99)
+    new_run = np.ones(len(start), dtype=bool)
+    new_run[1:] = (fam[1:] != fam[:-1]) | (start[1:] - end[:-1] > pixel) | long[1:] | long[:-1]
+    first = np.nonzero(new_run)[0]
+    ends = np.maximum.reduceat(end, first)
+    return start[first], ends - start[first], fam[first]
+
+
+def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
+                  show_pairs: bool = True, width_px: int = 1600) -> TimelineData:
+    t, k, attr = a.trace, a.trace.kernels, a.attribution
+    t0 = int(k.start.min()) if len(k) else 0
+    lo, hi = window or (0.0, float("inf"))
+    rx = re.compile(range_regex) if range_regex else None
+    names = np.array([t.strings[int(t.ranges.text[r])] if r >= 0 else "" for r in attr.range_of_kernel], dtype=object)
+    fam = np.array([family_of(n) for n in names], dtype=np.int64)
+    s_us, e_us = (k.start - t0) / 1e3, (k.end - t0) / 1e3
+    keep = (e_us >= lo) & (s_us <= hi)
+    if rx is not None:
+        keep &= np.array([bool(rx.search(n)) for n in names])
+    hi_eff = float(e_us[keep].max()) if keep.any() else lo + 1.0
+    lo_eff = max(lo, float(s_us[keep].min())) if keep.any() else lo
+    pixel = (min(hi, hi_eff) - lo_eff) / width_px
+    lanes, lane_of = [], {}
+    for dev, stream in sorted({(int(d), int(s)) for d, s in zip(k.device, k.stream)}):
+        idx = np.nonzero(keep & (k.device == dev) & (k.stream == stream))[0]
+        idx = idx[np.argsort(s_us[idx], kind="stable")]
+        st, en, fm = s_us[idx], e_us[idx], fam[idx]
+        agg = len(idx) > MAX_BARS_PER_LANE
+        if agg:
+            st, wd, fm = aggregate(st, en, fm, pixel)
+        else:
+            wd = en - st
+        wd = np.maximum(wd, pixel)  # every kernel at least one pixel wide
+        lane_of[(dev, stream)] = len(lanes)
+        lanes.append(Lane(f"GPU{dev} stream {stream}", st, wd, fm, len(idx), agg))
+    ranges = _range_lanes(a, t0, lo_eff, min(hi, hi_eff), rx)
+    arrows = _event_arrows(a, t0, lane_of) + (_pair_arrows(a, t0, lane_of) if show_pairs else [])
+    arrows = [ar for ar in arrows if lo <= ar.x1_us <= hi or lo <= ar.x0_us <= hi]
+    return TimelineData(Path(t.source).name, (lo_eff, min(hi, hi_eff)), tuple(lanes), ranges, tuple(arrows))
+
+
+def _range_lanes(a: Analysis, t0: int, lo: float, hi: float, rx: re.Pattern[str] | None) -> tuple[RangeLane, ...]:
+    r, t = a.trace.ranges, a.trace
+    out = []
+    for tid in np.unique(r.tid):
+        idx = np.nonzero((r.tid == tid) & (r.end >= 0))[0]
+        st, en = (r.start[idx] - t0) / 1e3, (r.end[idx] - t0) / 1e3
+        sel = (en >= lo) & (st <= hi)
+        if rx is not None:
+            sel &= np.array([bool(rx.search(t.strings[int(i)])) for i in r.text[idx]], dtype=bool)
+        sel_idx = np.nonzero(sel)[0]
+        names = [t.strings[int(i)] for i in r.text[idx[sel_idx]]]
+        depth = _depths(st[sel_idx], en[sel_idx])
+        out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF}", st[sel_idx], en[sel_idx] - st[sel_idx], depth, tuple(names)))
+    return tuple(out)
+
+
+def _depths(st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    order = np.argsort(st, kind="stable")
+    depth = np.zeros(len(st), dtype=np.int64)
+    stack: list[float] = []
+    for i in order:
+        while stack and stack[-1] <= st[i]:
+            stack.pop()
+        depth[i] = len(stack)
+        stack.append(en[i])
+    return depth
+
+
+def _kernel_at(a: Analysis, stream: int, corr: int, after: bool) -> int | None:
+    """The first kernel on the stream submitted after corr (or the last before it)."""
+    k = a.trace.kernels
+    idx = np.nonzero(k.stream == stream)[0]
+    idx = idx[np.argsort(k.corr[idx])]
+    pos = int(np.searchsorted(k.corr[idx], corr))
+    if after:
+        return int(idx[pos]) if pos < len(idx) else None
+    return int(idx[pos - 1]) if pos > 0 else None
+
+
+def _event_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
+    """Each event edge drawn from the last kernel before the record to the first kernel after the wait."""
+    recs = {r.key: r for r in a.trace.records}
+    k, out = a.trace.kernels, []
+    for y in a.trace.syncs:
+        r = recs.get(y.key)
+        if y.kind.value != "wait" or r is None:
+            continue
+        p, c = _kernel_at(a, r.stream, r.corr, after=False), _kernel_at(a, y.stream, y.corr, after=True)
+        if p is None or c is None or (r.device, r.stream) not in lane_of or (y.device, y.stream) not in lane_of:
+            continue
+        out.append(Arrow((k.end[p] - t0) / 1e3, lane_of[(r.device, r.stream)], (k.start[c] - t0) / 1e3,
+                         lane_of[(y.device, y.stream)], "event", f"event {y.key}"))
+    return out
+
+
+def _pair_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
+    k, out = a.trace.kernels, []
+    by_name = {}
+    for i, rng in enumerate(a.attribution.range_of_kernel):
+        if rng >= 0:
+            by_name.setdefault(a.trace.strings[int(a.trace.ranges.text[rng])], []).append(i)
+    for p in a.pairs:
+        if p.producer_stream == p.consumer_stream:  # stream order is the lane itself
+            continue
+        ps, cs = by_name.get(p.producer), by_name.get(p.consumer)
+        if not ps or not cs:
+            continue
+        pi, ci = max(ps, key=lambda i: k.end[i]), min(cs, key=lambda i: k.start[i])
+        out.append(Arrow((k.end[pi] - t0) / 1e3, lane_of[(int(k.device[pi]), int(k.stream[pi]))], (k.start[ci] - t0) / 1e3,
+                         lane_of[(int(k.device[ci]), int(k.stream[ci]))], p.verdict.value,
+                         f"{p.producer} -> {p.consumer}" + (" UNORDERED" if p.verdict is Verdict.UNORDERED else "")))
+    return out
