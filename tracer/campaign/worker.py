@@ -22,7 +22,22 @@ def sprt_decided(store: Store, spec_data: dict, cell_id: int) -> bool:
     return done > 0 and sprt(fails, done, p0, p1) is not Decision.CONTINUE
 
 
+def die_with_parent() -> None:
+    """A kill -9 of `campaign run` takes its workers with it (Linux prctl PR_SET_PDEATHSIG)."""
+    import ctypes
+    import os
+    import signal
+
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() == 1:  # the parent died before prctl took effect
+        os._exit(1)
+
+
 def main(argv: list[str] | None = None) -> int:
+    die_with_parent()
     ap = argparse.ArgumentParser()
     ap.add_argument("store", type=Path)
     ap.add_argument("--profile", required=True)
