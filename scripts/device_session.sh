@@ -33,12 +33,18 @@ for step in $steps; do
       timeout 200 python3 scripts/capture_traces.py $R/traces 2>&1 | tee $R/capture_traces.txt | tail -8 ;;
     tracebench)
       timeout 200 python3 scripts/bench_trace.py --gpu --no-cpu --repeats 3 --json $R/bench_trace.json 2>&1 | tee $R/bench_trace.txt ;;
+    campbench)
+      timeout 200 python3 scripts/bench_campaign.py --json $R/bench_campaign.json 2>&1 | tail -3 | tee $R/bench_campaign.txt ;;
+    sanbench_bg)
+      (timeout 420 python3 scripts/bench_sanitize.py --json $R/bench_sanitize.json > $R/bench_sanitize.txt 2>&1) &
+      SANB_PID=$! ;;
     sanbench)
       timeout 400 python3 scripts/bench_sanitize.py --json $R/bench_sanitize.json 2>&1 | tail -3 | tee $R/bench_sanitize.txt ;;
     tests)
       timeout ${TEST_TIMEOUT:-330} python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider --junitxml=$R/gpu-junit.xml 2>&1 | tee $R/gpu-tests.log | tail -25 ;;
     wait)
-      [ -n "${SAN_PID:-}" ] && wait $SAN_PID; tail -32 $R/capture_sanitizer.txt ;;
+      [ -n "${SAN_PID:-}" ] && wait $SAN_PID && tail -32 $R/capture_sanitizer.txt
+      [ -n "${SANB_PID:-}" ] && wait $SANB_PID && tail -3 $R/bench_sanitize.txt ;;
     *) echo "unknown step $step" ;;
   esac
 done

@@ -15,9 +15,10 @@ RESULTS = Path(os.environ.get("TRACER_RESULTS", "/tmp"))
 
 
 def test_selftest_matrix(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["sanitize", "selftest", "--jobs", "8", "-o", str(tmp_path / "s")])
+    code = main(["sanitize", "selftest", "--jobs", "10", "-o", str(tmp_path / "s")])
     out = capsys.readouterr().out
     (RESULTS / "selftest.txt").write_text(out)
+    (RESULTS / "selftest_report.json").write_text((tmp_path / "s" / "report.json").read_text())
     assert code == 0, out
     assert "every planted defect caught" in out
 
