@@ -99,7 +99,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
     from tracer.plots.timeline import draw_timeline, save
     from tracer.plots.verdicts import draw_verdicts
-    from tracer.sanitize.model import SanVerdict, ToolRun
     from tracer.trace.analyze import analyze
     from tracer.trace.load import load_trace
     from tracer.trace.timeline import timeline_data
@@ -113,9 +112,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print(format_analysis(a))
     runs = sanitizer_runs(sanitize)
     print("\n== sanitizer matrix (compute-sanitizer on the planted workloads, H200)")
-    fake = [ToolRun(r["tool"], r["workload"], SanVerdict(r["verdict"]), r["errors_found"], r["target_failed"], r["incomplete"],
-                    r["target_exit"], r["sanitizer_exit"], (), ()) for r in runs]
-    print(format_matrix(fake, list(dict.fromkeys(r["workload"] for r in runs))))
+    print(format_matrix(runs, list(dict.fromkeys(r["workload"] for r in runs))))
     cells = ablation_cells(campaign)
     print("\n== campaign (fence variants and the planted race on cast_transpose_dgrad, H200)")
     for c in cells:

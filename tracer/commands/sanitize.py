@@ -26,7 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("args", nargs="*", metavar="WORKLOAD | import FILE | selftest",
                    help="a built-in workload or profile YAML (or a command after --); `import FILE.xml|FILE.log`; `selftest`")
     p.add_argument("--tool", default="all", help="memcheck, racecheck, initcheck, synccheck, all (default)")
-    p.add_argument("--filter", default="off",
+    p.add_argument("--filter", default=None,
                    help="off (default): every kernel; on: the profile's kernel filter (faster, see README for what it "
                         "hides); both: side by side")
     p.add_argument("--only-kernel", action="append", default=[], help="check only this kernel (readable name; repeatable)")
@@ -114,7 +114,7 @@ Target = tuple[str, list[str], list[tuple[str, list[str], list[str]]]]  # name, 
 
 def plan(args: argparse.Namespace, extra: list[str]) -> list[Target]:
     """[(name, command, [(filter label, include filters, exclude filters)])], one per target."""
-    mode = _choice("--filter mode", args.filter, FILTER_MODES)
+    mode = _choice("--filter mode", args.filter or ("on" if args.only_kernel else "off"), FILTER_MODES)
     if extra:
         if args.args:
             raise UsageError("give either WORKLOAD or a command after --, not both")
@@ -218,7 +218,7 @@ def selftest(args: argparse.Namespace, rules: tuple[Rule, ...]) -> int:
     with staged(final) as tmp:
         runs = execute(args, jobs, tmp, rules)
         (tmp / "report.json").write_text(to_json(runs))
-    print(format_matrix(runs, workloads))
+    print(format_matrix([r.to_json() for r in runs], workloads))
     failures = selftest_failures(runs)
     for f in failures:
         print(f"FAIL: {f}")
@@ -239,14 +239,16 @@ def selftest_failures(runs: list[ToolRun]) -> list[str]:
     return out
 
 
-def format_matrix(runs: list[ToolRun], workloads: list[str]) -> str:
-    cell = {(r.workload, r.tool): r for r in runs}
+def format_matrix(runs: list[dict], workloads: list[str]) -> str:
+    """Tool x workload verdicts from the runs' JSON."""
+    cell = {(r["workload"], r["tool"]): r for r in runs}
     lines = [f"{'workload':<22}" + "".join(f"{t.value:>20}" for t in Tool)]
     for w in workloads:
         row = f"{w:<22}"
         for t in Tool:
             r = cell.get((w, t.value))
-            text = "-" if r is None else r.verdict.value + (f" ({sum(f.count for f in r.findings)})" if r.findings else "")
+            n = sum(f["count"] for f in r["findings"]) if r else 0
+            text = "-" if r is None else r["verdict"] + (f" ({n})" if n else "")
             mark = "*" if PLANTED.get(w) is t else " "
             row += f"{text + mark:>20}"
         lines.append(row)
