@@ -17,6 +17,10 @@ from tracer.scaling import Role, ScalingState
 from tracer.workloads.spec import Kind, WorkloadSpec
 
 NVTX_DOMAIN = "tracer"
+# The planted cross-stream races delay the producer on its stream by a GPU spin (about 0.1 ms on an
+# H200) so the unordered consumer overtakes it whatever the host timing; without it the race shows
+# up in a timing-dependent fraction of steps (all of them in one run, none in another).
+PLANTED_DELAY_CYCLES = 200_000
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
@@ -174,6 +178,8 @@ class Engine:
         with nvtx_range(f"{where}/cast_weight"):
             w8 = self.cast(layer.weight, layer.w, where)
         dy = self._random(self.spec.tokens, layer.weight.shape[0])
+        if self.spec.kind is Kind.PLANTED_CROSS_STREAM:
+            torch.cuda._sleep(PLANTED_DELAY_CYCLES)
         with nvtx_range(f"{where}/cast_transpose"):
             g8 = self.cast(dy, layer.go, where, check=False)
         main = torch.cuda.current_stream(self.device)
@@ -222,6 +228,8 @@ class Engine:
             with nvtx_range(f"{where}/recompute"):
                 x8 = self.cast(x, layer.x, where, count=False)
                 self.gemm(x8, True, w8, True)
+        if i == self.spec.cross_stream_layer:
+            torch.cuda._sleep(PLANTED_DELAY_CYCLES)
         with nvtx_range(f"{where}/cast_transpose"):
             g8 = self.cast(dy, layer.go, where, check=False)
         if i == self.spec.cross_stream_layer:  # planted: no wait on the cast-transpose
