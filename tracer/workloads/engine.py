@@ -17,10 +17,10 @@ from tracer.scaling import Role, ScalingState
 from tracer.workloads.spec import Kind, WorkloadSpec
 
 NVTX_DOMAIN = "tracer"
-# The planted cross-stream races delay the producer on its stream by a GPU spin (about 0.1 ms on an
+# The planted cross-stream races delay the producer on its stream by a GPU spin (about 2 ms on an
 # H200) so the unordered consumer overtakes it whatever the host timing; without it the race shows
 # up in a timing-dependent fraction of steps (all of them in one run, none in another).
-PLANTED_DELAY_CYCLES = 200_000
+PLANTED_DELAY_CYCLES = 4_000_000
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
