@@ -44,7 +44,7 @@ def build_report(sources: list[Path], title: str, timeline_range: str | None, pa
     from tracer.plots.report import Report
     from tracer.plots.timeline import draw_timeline
     from tracer.plots.verdicts import draw_verdicts
-    from tracer.trace.analyze import analyze
+    from tracer.trace.analyze import analyze, top_kernels
     from tracer.trace.load import load_trace
     from tracer.trace.timeline import timeline_data
 
@@ -65,6 +65,8 @@ def build_report(sources: list[Path], title: str, timeline_range: str | None, pa
             rep.add_table(f"streams: {src.name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
                           [[s.device, s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
                             f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
+            rep.add_table(f"kernels with the most GPU time: {src.name}", ["kernel", "launches", "total (ms)"],
+                          [[name, n, f"{ns / 1e6:.3f}"] for name, n, ns in top_kernels(a.trace)])
             rep.add_figure(f"stream timeline: {src.name}", draw_timeline(timeline_data(a, range_regex=timeline_range)),
                            f"{len(a.trace.kernels)} kernels; {a.attribution.unattributed} unattributed; "
                            f"pairs: {a.pair_counts}")

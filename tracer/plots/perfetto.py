@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 from tracer.trace.analyze import Analysis
-from tracer.trace.timeline import _kernel_at
+from tracer.trace.timeline import event_edges
 
 GPU_PID_BASE = 1_000_000
 
@@ -36,14 +36,8 @@ def perfetto_events(a: Analysis) -> list[dict]:
 
 
 def _flows(a: Analysis, t0: int) -> list[dict]:
-    k, recs, out = a.trace.kernels, {r.key: r for r in a.trace.records}, []
-    for n, y in enumerate(s for s in a.trace.syncs if s.kind.value == "wait"):
-        r = recs.get(y.key)
-        if r is None:
-            continue
-        p, c = _kernel_at(a, r.stream, r.corr, after=False), _kernel_at(a, y.stream, y.corr, after=True)
-        if p is None or c is None:
-            continue
+    k, out = a.trace.kernels, []
+    for n, (p, c, r, y) in enumerate(event_edges(a)):
         common = {"cat": "event", "name": f"event {y.key}", "id": n + 1}
         out.append({**common, "ph": "s", "pid": GPU_PID_BASE + r.device, "tid": r.stream, "ts": (int(k.end[p]) - t0) / 1e3 - 0.001})
         out.append({**common, "ph": "f", "bp": "e", "pid": GPU_PID_BASE + y.device, "tid": y.stream, "ts": (int(k.start[c]) - t0) / 1e3})

@@ -18,6 +18,7 @@ COLORS = {"cast_transpose": "#1f77b4", "dgrad": "#ff7f0e", "wgrad": "#2ca02c", "
 ARROW_COLORS = {"event": "#444444", "same-stream": "#2ca02c", "event-ordered": "#1f77b4",
                 "host-synchronized": "#9467bd", "unordered": "#d62728"}
 LANE_H = 0.8
+MAX_ARROW_HEADS = 300
 
 
 def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Figure:
@@ -47,11 +48,7 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
         ticks.append(y + LANE_H / 2)
         labels.append(lane.label + (f" ({lane.kernels} kernels, aggregated)" if lane.aggregated else f" ({lane.kernels} kernels)"))
         y += 1
-    for ar in data.arrows:
-        color = ARROW_COLORS.get(ar.kind, "#444444")
-        ax.annotate("", xy=(ar.x1_us, gpu_y[ar.lane1]), xytext=(ar.x0_us, gpu_y[ar.lane0]),
-                    arrowprops={"arrowstyle": "->", "color": color, "lw": 2.0 if ar.kind == "unordered" else 0.8,
-                                "linestyle": "-" if ar.kind != "event" else "--"})
+    draw_arrows(ax, data, gpu_y)
     ax.set_yticks(ticks, labels)
     ax.set_ylim(-0.2, max(y, 1))
     ax.invert_yaxis()
@@ -64,6 +61,23 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     ax.legend(handles=handles, loc="upper right", fontsize=8, ncol=2)
     fig.tight_layout()
     return fig
+
+
+def draw_arrows(ax, data: TimelineData, gpu_y: list[float]) -> None:  # type: ignore[no-untyped-def]
+    """Arrowheads while there are few; beyond MAX_ARROW_HEADS, one line collection per kind."""
+    from matplotlib.collections import LineCollection
+
+    if len(data.arrows) <= MAX_ARROW_HEADS:
+        for ar in data.arrows:
+            ax.annotate("", xy=(ar.x1_us, gpu_y[ar.lane1]), xytext=(ar.x0_us, gpu_y[ar.lane0]),
+                        arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
+                                    "lw": 2.0 if ar.kind == "unordered" else 0.8,
+                                    "linestyle": "-" if ar.kind != "event" else "--"})
+        return
+    for kind in sorted({ar.kind for ar in data.arrows}):
+        segs = [((ar.x0_us, gpu_y[ar.lane0]), (ar.x1_us, gpu_y[ar.lane1])) for ar in data.arrows if ar.kind == kind]
+        ax.add_collection(LineCollection(segs, colors=ARROW_COLORS.get(kind, "#444444"),
+                                         linewidths=1.5 if kind == "unordered" else 0.5))
 
 
 def save(fig: Figure, out: Path) -> Path:

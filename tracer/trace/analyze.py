@@ -214,5 +214,16 @@ def analyze(trace: Trace, pairs: list[tuple[str, str]] | None = None, all_kernel
     return Analysis(trace, stream_stats(trace), attr, tuple(found), counts, index.event_edges, index.unmatched_waits, spec)
 
 
+def top_kernels(trace: Trace, n: int = 15) -> list[tuple[str, int, int]]:
+    """(name, launches, total GPU ns) of the kernels with the most GPU time."""
+    k = trace.kernels
+    dur = k.end - k.start
+    names, inverse = np.unique(k.name, return_inverse=True)
+    total = np.bincount(inverse, weights=dur)
+    count = np.bincount(inverse)
+    order = np.argsort(-total)[:n]
+    return [(trace.strings[int(names[i])], int(count[i]), int(total[i])) for i in order]
+
+
 def host_sync_counts(trace: Trace) -> dict[str, int]:
     return {kind.value: sum(1 for y in trace.syncs if y.kind is kind) for kind in SyncKind}

@@ -72,14 +72,17 @@ def parse_window(text: str | None) -> tuple[float, float] | None:
 
 
 def aggregate(start: np.ndarray, end: np.ndarray, fam: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge consecutive bars of one family separated by less than a pixel; bars longer than
-    the lane's 99th percentile stay on their own so outliers remain visible."""
-    long = (end - start) > np.percentile(end - start, 99)
-    new_run = np.ones(len(start), dtype=bool)
-    new_run[1:] = (fam[1:] != fam[:-1]) | (start[1:] - end[:-1] > pixel) | long[1:] | long[:-1]
-    first = np.nonzero(new_run)[0]
-    ends = np.maximum.reduceat(end, first)
-    return start[first], ends - start[first], fam[first]
+    """One bar per (pixel column, family) spanning its kernels; kernels longer than the lane's
+    99.9th percentile stay on their own so outliers remain visible."""
+    long = (end - start) > np.percentile(end - start, 99.9)
+    col = np.floor((start - start.min()) / max(pixel, 1e-9)).astype(np.int64)
+    key = np.where(long, -1 - np.arange(len(start)), col * 16 + fam)  # outliers get a key of their own
+    order = np.lexsort((start, key))
+    key_s = key[order]
+    first = np.nonzero(np.r_[True, key_s[1:] != key_s[:-1]])[0]
+    st = np.minimum.reduceat(start[order], first)
+    en = np.maximum.reduceat(end[order], first)
+    return st, en - st, fam[order][first]
 
 
 def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
@@ -112,7 +115,8 @@ def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_
         lanes.append(Lane(f"GPU{dev} stream {stream}", st, wd, fm, len(idx), agg))
     ranges = _range_lanes(a, t0, lo_eff, min(hi, hi_eff), rx)
     arrows = _event_arrows(a, t0, lane_of) + (_pair_arrows(a, t0, lane_of) if show_pairs else [])
-    arrows = [ar for ar in arrows if lo <= ar.x1_us <= hi or lo <= ar.x0_us <= hi]
+    w0, w1 = lo_eff, min(hi, hi_eff)
+    arrows = [ar for ar in arrows if w0 <= ar.x1_us <= w1 or w0 <= ar.x0_us <= w1]
     return TimelineData(Path(t.source).name, (lo_eff, min(hi, hi_eff)), tuple(lanes), ranges, tuple(arrows))
 
 
@@ -127,8 +131,13 @@ def _range_lanes(a: Analysis, t0: int, lo: float, hi: float, rx: re.Pattern[str]
             sel &= np.array([bool(rx.search(t.strings[int(i)])) for i in r.text[idx]], dtype=bool)
         sel_idx = np.nonzero(sel)[0]
         names = [t.strings[int(i)] for i in r.text[idx[sel_idx]]]
-        depth = _depths(st[sel_idx], en[sel_idx])
-        out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF}", st[sel_idx], en[sel_idx] - st[sel_idx], depth, tuple(names)))
+        st, en = st[sel_idx], en[sel_idx]
+        depth = _depths(st, en)
+        if len(st) > MAX_BARS_PER_LANE:  # one bar per (pixel column, depth), names dropped
+            st, wd, depth = aggregate(st, en, depth, (hi - lo) / 1600)
+            out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF} (aggregated)", st, wd, depth, ()))
+            continue
+        out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF}", st, en - st, depth, tuple(names)))
     return tuple(out)
 
 
@@ -144,27 +153,50 @@ def _depths(st: np.ndarray, en: np.ndarray) -> np.ndarray:
     return depth
 
 
-def _kernel_at(a: Analysis, stream: int, corr: int, after: bool) -> int | None:
-    """The first kernel on the stream submitted after corr (or the last before it)."""
+StreamIndex = dict[int, tuple[np.ndarray, np.ndarray]]  # stream -> (kernel indices, their corr), by corr
+
+
+def stream_index(a: Analysis) -> StreamIndex:
     k = a.trace.kernels
-    idx = np.nonzero(k.stream == stream)[0]
-    idx = idx[np.argsort(k.corr[idx])]
-    pos = int(np.searchsorted(k.corr[idx], corr))
+    out: StreamIndex = {}
+    for stream in np.unique(k.stream):
+        idx = np.nonzero(k.stream == stream)[0]
+        idx = idx[np.argsort(k.corr[idx], kind="stable")]
+        out[int(stream)] = (idx, k.corr[idx])
+    return out
+
+
+def kernel_at(index: StreamIndex, stream: int, corr: int, after: bool) -> int | None:
+    """The first kernel on the stream submitted after corr (or the last before it)."""
+    if stream not in index:
+        return None
+    idx, corrs = index[stream]
+    pos = int(np.searchsorted(corrs, corr))
     if after:
         return int(idx[pos]) if pos < len(idx) else None
     return int(idx[pos - 1]) if pos > 0 else None
 
 
-def _event_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
-    """Each event edge drawn from the last kernel before the record to the first kernel after the wait."""
+def event_edges(a: Analysis) -> list[tuple[int, int, object, object]]:
+    """(last kernel before the record, first kernel after the wait, record, wait) per event edge."""
     recs = {r.key: r for r in a.trace.records}
-    k, out = a.trace.kernels, []
+    index = stream_index(a)
+    out = []
     for y in a.trace.syncs:
         r = recs.get(y.key)
         if y.kind.value != "wait" or r is None:
             continue
-        p, c = _kernel_at(a, r.stream, r.corr, after=False), _kernel_at(a, y.stream, y.corr, after=True)
-        if p is None or c is None or (r.device, r.stream) not in lane_of or (y.device, y.stream) not in lane_of:
+        p, c = kernel_at(index, r.stream, r.corr, after=False), kernel_at(index, y.stream, y.corr, after=True)
+        if p is not None and c is not None:
+            out.append((p, c, r, y))
+    return out
+
+
+def _event_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
+    """Each event edge drawn from the last kernel before the record to the first kernel after the wait."""
+    k, out = a.trace.kernels, []
+    for p, c, r, y in event_edges(a):
+        if (r.device, r.stream) not in lane_of or (y.device, y.stream) not in lane_of:
             continue
         out.append(Arrow((k.end[p] - t0) / 1e3, lane_of[(r.device, r.stream)], (k.start[c] - t0) / 1e3,
                          lane_of[(y.device, y.stream)], "event", f"event {y.key}"))
