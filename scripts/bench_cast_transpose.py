@@ -50,7 +50,7 @@ def bench_shape(rows: int, cols: int) -> list[dict]:
     results.append({"shape": f"{rows}x{cols}", "what": "d2d copy (same bytes)", "ms": ms, "GBps": copy_bw})
 
     for v in FENCE_VARIANTS:
-        ms = time_ms(lambda i: cast_transpose(xs[i % ROTATE], scale, sinv, amax, out_format=OutFormat.E4M3,
+        ms = time_ms(lambda i, v=v: cast_transpose(xs[i % ROTATE], scale, sinv, amax, out_format=OutFormat.E4M3,
                                               variant=v, out=outs[i % ROTATE]))
         results.append({"shape": f"{rows}x{cols}", "what": v.value, "ms": ms, "GBps": moved / ms / 1e6})
 
@@ -76,7 +76,8 @@ def sweep(rows: int, cols: int) -> list[dict]:
     for cfg in all_configs(InDtype.BF16):
         if not cfg.fits(InDtype.BF16, rows, cols):
             continue
-        ms = time_ms(lambda i: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=Variant.NONE, config=cfg), reps=20)
+        ms = time_ms(lambda i, cfg=cfg: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=Variant.NONE, config=cfg),
+                     reps=20)
         out.append({"shape": f"{rows}x{cols}", "config": str(cfg), "ms": ms, "GBps": rows * cols * 4 / ms / 1e6})
     return out
 

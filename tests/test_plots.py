@@ -10,7 +10,7 @@ from pathlib import Path
 import matplotlib
 import pytest
 
-from tests.conftest import DATA, shared_fixture
+from tests.conftest import shared_fixture
 from tracer.cli import main
 from tracer.plots.timeline import draw_timeline, save
 from tracer.trace.analyze import analyze

@@ -11,7 +11,7 @@ import torch
 
 from tracer.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
 from tracer.fp8ref import torch_cast
-from tracer.kernelspec import OutFormat, Variant
+from tracer.kernelspec import Variant
 from tracer.launch import cast_transpose, torch_fp8_dtype
 from tracer.scaling import Role, ScalingState
 from tracer.workloads.spec import Kind, WorkloadSpec
