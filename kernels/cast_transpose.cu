@@ -21,8 +21,7 @@ typedef unsigned short in_bits_t;
 
 #define LV (LOAD_BYTES / IN_BYTES)  // input elements per load vector
 #define SV STORE_BYTES              // fp8 elements per store vector
-#define TCW (TILE_M / 4)            // 32-bit words per row of the transposed tile
-#define MIN_BLOCKS 4                // resident blocks per SM the register budget must allow
+#define TC_PITCH (TILE_M + 4)       // padded row pitch of the transposed tile
 
 template <int N> struct VecT;
 template <> struct VecT<1> { typedef unsigned char T; };
@@ -34,14 +33,8 @@ template <> struct VecT<16> { typedef uint4 T; };
 template <int N> union Vec {
   typename VecT<N>::T v;
   unsigned char b[N];
-  unsigned int w[N / 4 > 0 ? N / 4 : 1];
   in_bits_t e[N / IN_BYTES > 0 ? N / IN_BYTES : 1];
 };
-
-// The transposed tile holds, for each tile column c, the tile's rows packed four bytes to a word.
-// Word column g of row c lives at g ^ swz(c): the XOR spreads both the phase-1 word stores (threads
-// along c) and the phase-2 word loads (threads along g, four consecutive c) over the banks.
-__device__ __forceinline__ int swz(int c) { return ((c / LV) * 4 + (c & 3)) & (TCW - 1); }
 
 __device__ __forceinline__ float to_float(in_bits_t bits) {
 #if ITYPE == 0
@@ -73,34 +66,30 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// One item = 4 consecutive tile rows x LV columns: the four row vectors of one column group.
-template <int NITEMS>
-__device__ __forceinline__ void load_tile(Vec<LOAD_BYTES> (&v)[NITEMS][4], const unsigned char* __restrict__ in,
+template <int NLOADS>
+__device__ __forceinline__ void load_tile(Vec<LOAD_BYTES> (&v)[NLOADS], const unsigned char* __restrict__ in,
                                           int m0, int n0, int M, int N) {
   constexpr int VPR = TILE_N / LV;
 #pragma unroll
-  for (int k = 0; k < NITEMS; ++k) {
+  for (int k = 0; k < NLOADS; ++k) {
     const int i = threadIdx.x + k * NTHREADS;
-    const int r = (i / VPR) * 4, c = (i % VPR) * LV;
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      if (i < (TILE_M / 4) * VPR && m0 + r + q < M && n0 + c < N)
-        v[k][q].v = *reinterpret_cast<const typename VecT<LOAD_BYTES>::T*>(
-            in + ((size_t)(m0 + r + q) * N + n0 + c) * IN_BYTES);
-      else
-        v[k][q].v = typename VecT<LOAD_BYTES>::T();
-    }
+    const int r = i / VPR, c = (i % VPR) * LV;
+    if (m0 + r < M && n0 + c < N)
+      v[k].v = *reinterpret_cast<const typename VecT<LOAD_BYTES>::T*>(
+          in + ((size_t)(m0 + r) * N + n0 + c) * IN_BYTES);
+    else
+      v[k].v = typename VecT<LOAD_BYTES>::T();
   }
 }
 
 // Persistent blocks: each walks tiles blockIdx.x, blockIdx.x + gridDim.x, ... and loads the next
 // tile into registers while the current one is stored, so loads and stores overlap.
-extern "C" __global__ void __launch_bounds__(NTHREADS, MIN_BLOCKS)
+extern "C" __global__ void __launch_bounds__(NTHREADS)
 cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__ out_row,
                unsigned char* __restrict__ out_col, const float* __restrict__ scale_ptr,
                float* __restrict__ scale_inv_ptr, float* __restrict__ amax_ptr, int M, int N) {
   __shared__ __align__(16) unsigned char tr[TILE_M][TILE_N];
-  __shared__ unsigned int tc[TILE_N][TCW];
+  __shared__ unsigned char tc[TILE_N][TC_PITCH];
   __shared__ float warp_amax[NTHREADS / 32];
 
   const int tiles_n = (N + TILE_N - 1) / TILE_N;
@@ -113,9 +102,8 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
   if (blockIdx.x == 0 && threadIdx.x == 0) *scale_inv_ptr = 1.0f / scale;
 
   constexpr int VPR = TILE_N / LV;
-  constexpr int ITEMS = (TILE_M / 4) * VPR;
-  constexpr int NITEMS = (ITEMS + NTHREADS - 1) / NTHREADS;
-  Vec<LOAD_BYTES> v[NITEMS][4];
+  constexpr int LOADS = TILE_M * VPR / NTHREADS;
+  Vec<LOAD_BYTES> v[LOADS];
   float amax = 0.0f;
   int tile = blockIdx.x;
   if (tile < tiles) load_tile(v, in, (tile / tiles_n) * TILE_M, (tile % tiles_n) * TILE_N, M, N);
@@ -123,42 +111,35 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
   for (; tile < tiles; tile += gridDim.x) {
     const int m0 = (tile / tiles_n) * TILE_M;
     const int n0 = (tile % tiles_n) * TILE_N;
-    // Phase 1: amax, cast (two values per instruction), rows into tr, 4-row words into tc.
+    // Phase 1: amax, cast (two values per instruction), scatter into both shared tiles.
 #pragma unroll
-    for (int k = 0; k < NITEMS; ++k) {
+    for (int k = 0; k < LOADS; ++k) {
       const int i = threadIdx.x + k * NTHREADS;
-      if (i >= ITEMS) break;
-      const int r = (i / VPR) * 4, c = (i % VPR) * LV;
-      Vec<LV> q[4];
+      const int r = i / VPR, c = (i % VPR) * LV;
+      Vec<LV> q;
 #pragma unroll
-      for (int rq = 0; rq < 4; ++rq) {
-#pragma unroll
-        for (int j = 0; j < LV; j += 2) {
-          const float x0 = to_float(v[k][rq].e[j]);
-          const float x1 = j + 1 < LV ? to_float(v[k][rq].e[j + 1]) : 0.0f;
-          amax = fmaxf(amax, fmaxf(fabsf(x0), fabsf(x1)));
-          const unsigned short pair = to_fp8x2(x0 * scale, x1 * scale);
-          q[rq].b[j] = (unsigned char)(pair & 0xff);
-          if (j + 1 < LV) q[rq].b[j + 1] = (unsigned char)(pair >> 8);
+      for (int j = 0; j < LV; j += 2) {
+        const float x0 = to_float(v[k].e[j]);
+        const float x1 = j + 1 < LV ? to_float(v[k].e[j + 1]) : 0.0f;
+        amax = fmaxf(amax, fmaxf(fabsf(x0), fabsf(x1)));
+        const unsigned short pair = to_fp8x2(x0 * scale, x1 * scale);
+        q.b[j] = (unsigned char)(pair & 0xff);
+        tc[c + j][r] = q.b[j];
+        if (j + 1 < LV) {
+          q.b[j + 1] = (unsigned char)(pair >> 8);
+          tc[c + j + 1][r] = q.b[j + 1];
         }
-        *reinterpret_cast<typename VecT<LV>::T*>(&tr[r + rq][c]) = q[rq].v;
       }
-#pragma unroll
-      for (int j = 0; j < LV; ++j) {
-        const unsigned int word = (unsigned int)q[0].b[j] | ((unsigned int)q[1].b[j] << 8) |
-                                  ((unsigned int)q[2].b[j] << 16) | ((unsigned int)q[3].b[j] << 24);
-        tc[c + j][(r / 4) ^ swz(c + j)] = word;
-      }
+      *reinterpret_cast<typename VecT<LV>::T*>(&tr[r][c]) = q.v;
     }
     const int next = tile + gridDim.x;
-    asm volatile("" ::: "memory");  // keep the prefetch below phase 1: two tiles in registers would spill
     if (next < tiles) load_tile(v, in, (next / tiles_n) * TILE_M, (next % tiles_n) * TILE_N, M, N);
 
 #if !defined(VARIANT_PLANTED_RACE)
     __syncthreads();
 #endif
 
-    // Phase 2: rowwise stores from tr, columnwise stores gathered word by word from tc.
+    // Phase 2: rowwise stores from tr, columnwise stores gathered from tc.
     constexpr int RPR = TILE_N / SV;
 #pragma unroll
     for (int k = 0; k < TILE_M * RPR / NTHREADS; ++k) {
@@ -175,15 +156,8 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
       const int c = i / CPR, r = (i % CPR) * SV;
       if (n0 + c < N && m0 + r < M) {
         Vec<SV> o;
-        const int s = swz(c);
-        if (SV >= 4) {
 #pragma unroll
-          for (int w = 0; w < (SV >= 4 ? SV / 4 : 1); ++w) o.w[w] = tc[c][(r / 4 + w) ^ s];
-        } else {
-          const unsigned int word = tc[c][(r / 4) ^ s] >> (8 * (r & 3));
-#pragma unroll
-          for (int j = 0; j < SV; ++j) o.b[j] = (unsigned char)(word >> (8 * j));
-        }
+        for (int j = 0; j < SV; ++j) o.b[j] = tc[c][r + j];
         *reinterpret_cast<typename VecT<SV>::T*>(out_col + (size_t)(n0 + c) * M + m0 + r) = o.v;
       }
     }
