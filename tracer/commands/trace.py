@@ -143,8 +143,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                                           "capture_argv": list(res.argv)})
         write_json(tmp / "environment.json", environment())
         if res.timed_out or not (tmp / "trace.sqlite").is_file():
+            tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {name} produced no trace (exit {res.returncode}, timed out: {res.timed_out}); "
-                             f"see {final}/logs after a rerun with -o, or run the command alone")
+                             f"stderr ends: {tail or '(empty)'}")
         from tracer.trace.load import load_trace
 
         analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
