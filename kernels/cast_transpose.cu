@@ -33,7 +33,6 @@ template <> struct VecT<16> { typedef uint4 T; };
 template <int N> union Vec {
   typename VecT<N>::T v;
   unsigned char b[N];
-  unsigned int w[N / 4 > 0 ? N / 4 : 1];
   in_bits_t e[N / IN_BYTES > 0 ? N / IN_BYTES : 1];
 };
 
@@ -90,7 +89,7 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
                unsigned char* __restrict__ out_col, const float* __restrict__ scale_ptr,
                float* __restrict__ scale_inv_ptr, float* __restrict__ amax_ptr, int M, int N) {
   __shared__ __align__(16) unsigned char tr[TILE_M][TILE_N];
-  __shared__ __align__(16) unsigned char tc[TILE_N][TC_PITCH];
+  __shared__ unsigned char tc[TILE_N][TC_PITCH];
   __shared__ float warp_amax[NTHREADS / 32];
 
   const int tiles_n = (N + TILE_N - 1) / TILE_N;
@@ -157,13 +156,8 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
       const int c = i / CPR, r = (i % CPR) * SV;
       if (n0 + c < N && m0 + r < M) {
         Vec<SV> o;
-        if (SV >= 4) {  // four bytes per load: the pitch and r are multiples of 4
 #pragma unroll
-          for (int q = 0; q < (SV >= 4 ? SV / 4 : 1); ++q) o.w[q] = *reinterpret_cast<const unsigned int*>(&tc[c][r + 4 * q]);
-        } else {
-#pragma unroll
-          for (int j = 0; j < SV; ++j) o.b[j] = tc[c][r + j];
-        }
+        for (int j = 0; j < SV; ++j) o.b[j] = tc[c][r + j];
         *reinterpret_cast<typename VecT<SV>::T*>(out_col + (size_t)(n0 + c) * M + m0 + r) = o.v;
       }
     }
