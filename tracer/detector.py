@@ -24,18 +24,6 @@ class Check(str, Enum):
     UPDATE_COUNT = "update_count"
 
 
-CHECK_DOC = {
-    Check.FP8_ROWWISE: "rowwise FP8 codes bit-exact vs the reference cast (value: mismatching elements)",
-    Check.FP8_COLUMNWISE: "columnwise FP8 codes bit-exact vs the reference cast (value: mismatching elements)",
-    Check.AMAX: "amax exact vs max|x| over the step (value: |difference|)",
-    Check.SCALE_INV: "scale_inv == 1/scale exactly (value: |difference|)",
-    Check.DGRAD: "dgrad vs a reference GEMM on the same FP8 inputs (value: ||out-ref||/||ref||)",
-    Check.WGRAD: "wgrad vs a reference GEMM on the same FP8 inputs (value: ||out-ref||/||ref||)",
-    Check.GRAD_NORM: "||dgrad|| / ||reference||: fails when non-finite or finite but extremely large",
-    Check.UPDATE_COUNT: "amax/scale updates per step per tensor (value: worst |updates - steps|)",
-}
-
-
 @dataclass(frozen=True, order=True)
 class Where:
     step: int
@@ -108,9 +96,6 @@ class Detector:
 
     def add(self, check: Check, where: Where, pair: torch.Tensor) -> None:
         self.pending.append((check, where, pair))
-
-    def add_host(self, check: Check, where: Where, failed: bool, value: float) -> None:
-        self.results.append((check, where, failed, value))
 
     def flush(self) -> None:
         if not self.pending:

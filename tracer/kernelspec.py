@@ -56,7 +56,6 @@ VARIANT_DOC: dict[Variant, str] = {
 }
 
 FENCE_VARIANTS = tuple(v for v in Variant if not v.planted)
-PLANTED_VARIANTS = tuple(v for v in Variant if v.planted)
 
 
 class InDtype(str, Enum):

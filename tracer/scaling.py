@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from tracer.errors import UsageError, unknown
+from tracer.errors import UsageError
 from tracer.kernelspec import OutFormat
 
 if TYPE_CHECKING:
@@ -54,13 +54,6 @@ class RecipeConfig:
             raise UsageError(f"amax_history_len={self.amax_history_len} must be >= 1")
         if self.margin < 0:
             raise UsageError(f"margin={self.margin} must be >= 0")
-
-
-def parse_algo(name: str) -> AmaxAlgo:
-    try:
-        return AmaxAlgo(name)
-    except ValueError:
-        raise unknown("amax_compute_algo", name, [a.value for a in AmaxAlgo]) from None
 
 
 def compute_scale(amax: float, fp8_max: float, margin: int, prev_scale: float) -> float:

@@ -18,7 +18,7 @@ from tracer.errors import ToolMissingError
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
 
-def slurm_task(profile: str, store_path: str, chunks: list[tuple[int, list[int], dict]]) -> list[TrialRow]:
+def slurm_task(profile: str, chunks: list[tuple[int, list[int], dict]]) -> list[TrialRow]:
     """Runs on a Slurm node: the chunks' trials, returned (the store is written by the submitter)."""
     import os
 
@@ -64,7 +64,7 @@ def run_slurm(store: Store, spec: CampaignSpec, profile_arg: str, folder: Path, 
         params["slurm_gpus_per_task"] = gpt
     executor.update_parameters(**params)
     payload = [[(c, t, cells[c].__dict__) for c, t in g] for g in groups]
-    jobs = executor.map_array(slurm_task, [profile_arg] * len(payload), [str(store.path)] * len(payload), payload)
+    jobs = executor.map_array(slurm_task, [profile_arg] * len(payload), payload)
     return _collect(store, jobs, groups, poll_s)
 
 

@@ -4,8 +4,6 @@ leaves either the whole batch or none of it."""
 from __future__ import annotations
 
 import json
-import os
-import socket
 import sqlite3
 import time
 from dataclasses import dataclass
@@ -92,9 +90,6 @@ class Store:
         row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def cell_ids(self) -> dict[str, int]:
-        return {k: i for i, k in self.con.execute("SELECT id, key FROM cells")}
-
     def cells(self) -> list[tuple[int, Cell, int]]:
         rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
         return [(r[0], Cell(*r[1:8]), r[8]) for r in rows]
@@ -167,7 +162,3 @@ class _Tx:
 
     def __exit__(self, exc_type: object, *_: object) -> None:
         self.con.execute("ROLLBACK" if exc_type else "COMMIT")
-
-
-def worker_name(gpu: str) -> str:
-    return f"{socket.gethostname()}:{os.getpid()}:gpu{gpu}"

@@ -71,7 +71,7 @@ class _Strings:
         return self.ids[s]
 
 
-def nvtx_rows(rec: TraceRecords, strings: _Strings) -> list[tuple]:
+def nvtx_rows(rec: TraceRecords) -> list[tuple]:
     """Pair START/END markers by id into ranges; domains become NvtxDomainCreate rows."""
     gpid = rec.pid
     domains: dict[str, int] = {}
@@ -110,7 +110,7 @@ def table_rows(rec: TraceRecords) -> tuple[dict[str, list[tuple]], _Strings]:
         "CUPTI_ACTIVITY_KIND_CUDA_EVENT": [(e[0], e[1], e[2], e[3], e[4], gpid, e[5], e[6]) for e in rec.events],
         "CUPTI_ACTIVITY_KIND_MEMCPY": [(*m[:6], gpid, *m[6:]) for m in rec.memcpys],
         "CUPTI_ACTIVITY_KIND_MEMSET": [(*m[:6], gpid, *m[6:]) for m in rec.memsets],
-        "NVTX_EVENTS": nvtx_rows(rec, s),
+        "NVTX_EVENTS": nvtx_rows(rec),
     }
     streams = {(st[0], st[1]): (st[1], 0, 0, rec.pid, st[0], st[2], st[3]) for st in rec.streams}
     for k in rec.kernels:

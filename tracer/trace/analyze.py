@@ -10,7 +10,7 @@ import numpy as np
 
 from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
-from tracer.trace.model import Kernels, SyncKind, Trace
+from tracer.trace.model import Kernels, Trace
 from tracer.trace.ordering import Edge, Ordered, OrderingIndex, Verdict
 
 MAX_LISTED_PAIRS = 200
@@ -223,7 +223,3 @@ def top_kernels(trace: Trace, n: int = 15) -> list[tuple[str, int, int]]:
     count = np.bincount(inverse)
     order = np.argsort(-total)[:n]
     return [(trace.strings[int(names[i])], int(count[i]), int(total[i])) for i in order]
-
-
-def host_sync_counts(trace: Trace) -> dict[str, int]:
-    return {kind.value: sum(1 for y in trace.syncs if y.kind is kind) for kind in SyncKind}

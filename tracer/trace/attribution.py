@@ -16,7 +16,6 @@ class Attribution:
     launch_tid: np.ndarray  # launching thread, -1 when the launch record is missing
     launch_start: np.ndarray  # host time of the launch call, -1 when missing
     no_launch_record: int  # kernels whose launch API record is missing from the trace
-    outside_ranges: int  # kernels launched while no range was open on the thread
 
     @property
     def unattributed(self) -> int:
@@ -69,4 +68,4 @@ def attribute(trace: Trace) -> Attribution:
     tid, start = join_launches(trace)
     rng = innermost_ranges(trace, tid, start)
     missing = int((tid < 0).sum())
-    return Attribution(rng, tid, start, missing, int(((rng < 0) & (tid >= 0)).sum()))
+    return Attribution(rng, tid, start, missing)
