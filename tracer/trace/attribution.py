@@ -25,12 +25,10 @@ class Attribution:
 def join_launches(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     """(launch thread, launch host start) per kernel via correlation id; -1 where missing."""
     k, a = trace.kernels, trace.apis
-    idx = np.searchsorted(a.corr, k.corr)
-    idx = np.clip(idx, 0, max(len(a.corr) - 1, 0))
-    found = (len(a.corr) > 0) & (a.corr[idx] == k.corr) if len(a.corr) else np.zeros(len(k), dtype=bool)
-    tid = np.where(found, a.tid[idx] if len(a.corr) else -1, -1)
-    start = np.where(found, a.start[idx] if len(a.corr) else -1, -1)
-    return tid.astype(np.int64), start.astype(np.int64)
+    idx = a.index_of(k.corr)
+    if len(a.corr) == 0:
+        return idx, idx.copy()
+    return np.where(idx >= 0, a.tid[idx], -1).astype(np.int64), np.where(idx >= 0, a.start[idx], -1).astype(np.int64)
 
 
 def innermost_ranges(trace: Trace, tids: np.ndarray, times: np.ndarray) -> np.ndarray:

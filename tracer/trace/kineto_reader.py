@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -87,16 +88,10 @@ def read_kineto(path: Path) -> Trace:
     kernels.sort()
     apis.sort(key=lambda a: a[3])
     ranges.sort()
-    api_arr = _arrays(apis, 5)
-    syncs = [_with_tid(y, api_arr) for y in sorted(syncs, key=lambda y: y.corr)]
-    return Trace(str(path), "pytorch-profiler (kineto)", s.items, Kernels(*_arrays(kernels, 6)), Apis(*api_arr),
+    api = Apis(*_arrays(apis, 5))
+    syncs = sorted(syncs, key=lambda y: y.corr)
+    tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
+    syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
+    return Trace(str(path), "pytorch-profiler (kineto)", s.items, Kernels(*_arrays(kernels, 6)), api,
                  Ranges(*_arrays(ranges, 4)), tuple(sorted(records.values(), key=lambda r: r.corr)), tuple(syncs),
                  memcpy, memset)
-
-
-def _with_tid(y: Sync, apis: list[np.ndarray]) -> Sync:
-    corr, tid = apis[3], apis[2]
-    i = int(np.searchsorted(corr, y.corr))
-    if i < len(corr) and corr[i] == y.corr:
-        return Sync(y.kind, y.device, y.stream, y.corr, y.key, y.start, y.end, int(tid[i]), y.api)
-    return y

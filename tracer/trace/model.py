@@ -39,8 +39,15 @@ class Apis:
     start: np.ndarray
     end: np.ndarray
     tid: np.ndarray
-    corr: np.ndarray
+    corr: np.ndarray  # sorted
     name: np.ndarray  # index into Trace.strings
+
+    def index_of(self, corr: np.ndarray) -> np.ndarray:
+        """The row of each correlation id, -1 where no API record has it."""
+        if len(self.corr) == 0:
+            return np.full(len(corr), -1, dtype=np.int64)
+        idx = np.clip(np.searchsorted(self.corr, corr), 0, len(self.corr) - 1)
+        return np.where(self.corr[idx] == corr, idx, -1)
 
 
 @dataclass(frozen=True)

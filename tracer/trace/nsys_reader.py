@@ -147,14 +147,14 @@ def read_syncs(con: sqlite3.Connection, tables: set[str], apis: Apis, strings: l
     sql = (f"SELECT {_col(cols, 'deviceId', '0')}, {_col(cols, 'streamId')}, {_col(cols, 'correlationId')}, "
            f"{_col(cols, 'syncType', '0')}, {_col(cols, 'eventSyncId')}, start, end FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION "
            "ORDER BY correlationId")
+    rows = con.execute(sql).fetchall()
+    found = apis.index_of(np.array([r[2] for r in rows], dtype=np.int64))
     out = []
-    for dev, stream, corr, stype, key, start, end in con.execute(sql):
-        i = int(np.searchsorted(apis.corr, corr))
-        found = i < len(apis.corr) and apis.corr[i] == corr
-        api = strings[int(apis.name[i])] if found else ""
+    for (dev, stream, corr, stype, key, start, end), i in zip(rows, found):
+        api = strings[int(apis.name[i])] if i >= 0 else ""
         kind = classify_api(api) if api else None
         kind = kind or SYNC_TYPE.get(stype, SyncKind.UNKNOWN)
-        tid = int(apis.tid[i]) if found else -1
+        tid = int(apis.tid[i]) if i >= 0 else -1
         out.append(Sync(kind, dev, stream if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr,
                         key if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start, end, tid, api))
     return tuple(out)
