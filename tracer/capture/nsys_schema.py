@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracer import __version__
 from tracer.capture.demangle import demangle, short_name
+from tracer.trace.model import Interner
 
 SCHEMA_FOLLOWED = "3.25.0"
 PUSHPOP_RANGE, STARTEND_RANGE, MARK, DOMAIN_CREATE = 59, 60, 34, 75
@@ -61,16 +62,6 @@ class TraceRecords:
     errors: dict[str, tuple[int, str]] = field(default_factory=dict)  # record type -> (count, first error)
 
 
-class _Strings:
-    def __init__(self) -> None:
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, s: str) -> int:
-        if s not in self.ids:
-            self.ids[s] = len(self.ids) + 1
-        return self.ids[s]
-
-
 def nvtx_rows(rec: TraceRecords) -> list[tuple]:
     """Pair START/END markers by id into ranges; domains become NvtxDomainCreate rows."""
     gpid = rec.pid
@@ -93,8 +84,8 @@ def nvtx_rows(rec: TraceRecords) -> list[tuple]:
     return rows
 
 
-def table_rows(rec: TraceRecords) -> tuple[dict[str, list[tuple]], _Strings]:
-    s, gpid = _Strings(), rec.pid << 24
+def table_rows(rec: TraceRecords) -> tuple[dict[str, list[tuple]], Interner]:
+    s, gpid = Interner(), rec.pid << 24
     ctx_dev = {k[3]: k[2] for k in rec.kernels}
     rows: dict[str, list[tuple]] = {
         "CUPTI_ACTIVITY_KIND_KERNEL": [
@@ -127,7 +118,7 @@ def write_sqlite(rec: TraceRecords, out: Path, *, target_exit: int | None = None
     con = sqlite3.connect(tmp)
     try:
         con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-        con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, v) for v, i in strings.ids.items()])
+        con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(strings.items)))
         for table, cols in TABLES.items():
             if rows[table] or table == "CUPTI_ACTIVITY_KIND_KERNEL":
                 con.execute(f"CREATE TABLE {table} ({cols})")

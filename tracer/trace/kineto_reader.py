@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.trace.model import Apis, EventRecord, Interner, Kernels, Ranges, Sync, SyncKind, Trace
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}
@@ -41,18 +41,6 @@ def _ns(us: float) -> int:
     return int(round(float(us) * 1000))
 
 
-class _Strings:
-    def __init__(self) -> None:
-        self.items: list[str] = []
-        self.ids: dict[str, int] = {}
-
-    def __call__(self, s: str) -> int:
-        if s not in self.ids:
-            self.ids[s] = len(self.items)
-            self.items.append(s)
-        return self.ids[s]
-
-
 def _arrays(rows: list[tuple[int, ...]], n: int) -> list[np.ndarray]:
     block = np.array(rows, dtype=np.int64).reshape(len(rows), n)
     return [np.ascontiguousarray(block[:, i]) for i in range(n)]
@@ -60,7 +48,7 @@ def _arrays(rows: list[tuple[int, ...]], n: int) -> list[np.ndarray]:
 
 def read_kineto(path: Path) -> Trace:
     events = load_json(path)["traceEvents"]
-    s = _Strings()
+    s = Interner()
     kernels, apis, ranges, syncs, records = [], [], [], [], {}
     memcpy = memset = 0
     for e in events:
