@@ -9,7 +9,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec
@@ -62,7 +62,6 @@ class _Worker:
     proc: subprocess.Popen[bytes]
     log: Path
     generation: int = 0
-    history: list[str] = field(default_factory=list)
 
 
 class LocalExecutor:

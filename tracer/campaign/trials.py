@@ -63,7 +63,7 @@ def _engine(spec: CampaignSpec, cell: Cell) -> Any:
         over: dict[str, Any] = {"variant": parse_variant(cell.variant), "steps": spec.data["steps_per_trial"],
                                 "in_dtype": InDtype(cell.dtype), "seed": spec.data["seed"]}
         if cell.shape != "default":
-            from tracer.commands.run import parse_shape
+            from tracer.workloads.spec import parse_shape
 
             over.update(parse_shape(cell.shape, w.kind))
         w = w.with_overrides(**over)

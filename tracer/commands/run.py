@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from tracer.errors import ChecksFailed, UsageError
 from tracer.kernelspec import Config, parse_variant
-from tracer.workloads.spec import Kind, WorkloadSpec, load_workload
+from tracer.workloads.spec import WorkloadSpec, load_workload, parse_shape
 
 
 def add_workload_options(p: argparse.ArgumentParser) -> None:
@@ -36,18 +36,6 @@ def _positive(name: str, value: int | None) -> int | None:
     if value is not None and value < 1:
         raise UsageError(f"--{name}={value} must be >= 1")
     return value
-
-
-def parse_shape(text: str, kind: Kind) -> dict[str, int]:
-    parts = text.lower().split("x")
-    if not all(p.isdigit() and int(p) > 0 for p in parts) or len(parts) not in (2, 3):
-        raise UsageError(f"shape {text!r} is not TOKENSxHIDDEN or TOKENSxOUTxIN with positive integers")
-    dims = [int(p) for p in parts]
-    if len(dims) == 3:
-        if kind in (Kind.LINEAR_BACKWARD, Kind.TORCH_COMPOSITE):
-            raise UsageError(f"shape {text!r}: {kind.value} takes TOKENSxHIDDEN (its layers are square)")
-        return {"tokens": dims[0], "out_features": dims[1], "hidden": dims[2]}
-    return {"tokens": dims[0], "hidden": dims[1], "out_features": 0}
 
 
 def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:

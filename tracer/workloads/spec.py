@@ -133,6 +133,18 @@ def spec_from_data(name: str, path: Path | None, data: dict[str, Any]) -> Worklo
     return spec
 
 
+def parse_shape(text: str, kind: Kind) -> dict[str, int]:
+    parts = text.lower().split("x")
+    if not all(p.isdigit() and int(p) > 0 for p in parts) or len(parts) not in (2, 3):
+        raise UsageError(f"shape {text!r} is not TOKENSxHIDDEN or TOKENSxOUTxIN with positive integers")
+    dims = [int(p) for p in parts]
+    if len(dims) == 3:
+        if kind in (Kind.LINEAR_BACKWARD, Kind.TORCH_COMPOSITE):
+            raise UsageError(f"shape {text!r}: {kind.value} takes TOKENSxHIDDEN (its layers are square)")
+        return {"tokens": dims[0], "out_features": dims[1], "hidden": dims[2]}
+    return {"tokens": dims[0], "hidden": dims[1], "out_features": 0}
+
+
 def load_workload(name_or_path: str) -> WorkloadSpec:
     """A built-in workload name (profiles/NAME.yaml) or a path to a profile YAML."""
     path = Path(name_or_path)
