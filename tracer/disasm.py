@@ -5,6 +5,8 @@ from __future__ import annotations
 import difflib
 import re
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -58,24 +60,28 @@ class SassSummary:
         return " < ".join(s.opcode for s in items) or "-"
 
 
-def _write_cubin(key: KernelKey) -> Path:
-    path = Path(tempfile.mkdtemp(prefix="tracer-sass-")) / "kernel.cubin"
-    path.write_bytes(nvrtc_compile.cubin(key))
-    return path
+@contextmanager
+def _cubin_file(key: KernelKey) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="tracer-sass-") as folder:
+        path = Path(folder) / "kernel.cubin"
+        path.write_bytes(nvrtc_compile.cubin(key))
+        yield path
+
+
+def _tool_output(tool: str, args: list[str], key: KernelKey) -> str:
+    with _cubin_file(key) as path:
+        res = proc.capture([find_tool(tool), *args, str(path)])
+    if res.returncode != 0:
+        raise ToolMissingError(f"{tool} failed (exit {res.returncode}): {res.stderr.strip()[:300]}")
+    return res.stdout
 
 
 def sass(key: KernelKey) -> str:
-    res = proc.capture([find_tool("nvdisasm"), "-c", str(_write_cubin(key))])
-    if res.returncode != 0:
-        raise ToolMissingError(f"nvdisasm failed (exit {res.returncode}): {res.stderr().strip()[:300]}")
-    return res.stdout()
+    return _tool_output("nvdisasm", ["-c"], key)
 
 
 def resource_usage(key: KernelKey) -> str:
-    res = proc.capture([find_tool("cuobjdump"), "--dump-resource-usage", str(_write_cubin(key))])
-    if res.returncode != 0:
-        raise ToolMissingError(f"cuobjdump failed (exit {res.returncode}): {res.stderr().strip()[:300]}")
-    return res.stdout()
+    return _tool_output("cuobjdump", ["--dump-resource-usage"], key)
 
 
 def opcodes(sass_text: str) -> list[tuple[int, str]]:

@@ -79,7 +79,16 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
             continue
 
 
-def capture(argv: Sequence[str], *, timeout: float = 120.0) -> ProcResult:
-    """Run a short tool with its output in a private temp folder (read it with .stdout())."""
-    folder = Path(tempfile.mkdtemp(prefix="tracer-"))
-    return run(argv, timeout=timeout, stdout_path=folder / "stdout", stderr_path=folder / "stderr")
+@dataclass(frozen=True)
+class Captured:
+    returncode: int | None
+    timed_out: bool
+    stdout: str
+    stderr: str
+
+
+def capture(argv: Sequence[str], *, timeout: float = 120.0) -> Captured:
+    """Run a short tool; its output is read back and its temp folder removed."""
+    with tempfile.TemporaryDirectory(prefix="tracer-") as folder:
+        res = run(argv, timeout=timeout, stdout_path=Path(folder) / "stdout", stderr_path=Path(folder) / "stderr")
+        return Captured(res.returncode, res.timed_out, res.stdout(), res.stderr())

@@ -111,5 +111,5 @@ def export_sqlite(rep: Path) -> Path:
     res = proc.capture([nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(rep)],
                        timeout=600)
     if res.returncode != 0 or not out.is_file():
-        raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {res.stderr().strip()[:300]}")
+        raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {res.stderr.strip()[:300]}")
     return out

@@ -36,7 +36,7 @@ def _tool_version(path: str, flag: str = "--version") -> str:
         res = proc.capture([path, flag], timeout=60)
     except Exception as exc:  # a broken binary is a finding, not a crash
         return f"unusable ({exc})"
-    text = (res.stdout() + res.stderr()).strip().splitlines()
+    text = (res.stdout + res.stderr).strip().splitlines()
     return text[-1].strip() if text else f"exit {res.returncode}"
 
 
