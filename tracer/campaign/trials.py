@@ -11,6 +11,7 @@ from typing import Any
 
 from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec, Cell
 from tracer.campaign.store import TrialRow
+from tracer.detector import Where
 
 _ENGINES: dict[str, Any] = {}
 
@@ -89,6 +90,7 @@ def _gpu_trials(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int])
     out = []
     for t in trials:
         fails = sorted(by_trial.get(t, []), key=lambda f: f[0])
-        first = str(fails[0][0]).replace(f"step{fails[0][0].step}", f"step{fails[0][0].step - t * steps}") if fails else None
+        w = fails[0][0] if fails else None
+        first = str(Where(w.step - t * steps, w.layer, w.microbatch)) if w else None  # step within the trial
         out.append((bool(fails), first, ",".join(sorted({c.value for _, c in fails}))))
     return out
