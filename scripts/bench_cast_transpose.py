@@ -10,6 +10,7 @@ import argparse
 import json
 import statistics
 import sys
+from collections.abc import Callable
 
 import torch
 
@@ -17,42 +18,46 @@ from tracer.kernelspec import FENCE_VARIANTS, InDtype, OutFormat, Variant, all_c
 from tracer.launch import cast_transpose
 
 ROTATE = 4  # input sets rotated so that repeated runs do not measure the 60 MB L2
+COPY = "d2d copy (same bytes)"
+SPIN_CYCLES = 20_000_000  # ~10 ms on an H200: longer than the host needs to queue one batch
 
 
-def time_ms(fn, reps: int = 50, warmup: int = 5) -> float:
-    for i in range(warmup):
-        fn(i)
-    times = []
-    for i in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(i)
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
+def time_many(fns: dict[str, Callable[[int], object]], reps: int = 30, warmup: int = 5, batch: int = 16) -> dict[str, float]:
+    """Median GPU time of one call of each fn. The fns take turns batch by batch, so drift of the
+    shared machine hits all alike; each timed batch is queued behind a GPU spin, so the events
+    measure the calls back to back on the GPU and not the host's launch overhead (which at
+    4096x4096 is as long as the kernel)."""
+    for fn in fns.values():
+        for i in range(warmup):
+            fn(i)
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for r in range(reps):
+        for name, fn in fns.items():
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda._sleep(SPIN_CYCLES)
+            start.record()
+            for i in range(batch):
+                fn(r * batch + i)
+            end.record()
+            end.synchronize()
+            times[name].append(start.elapsed_time(end) / batch)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def inputs(rows: int, cols: int) -> tuple[list[torch.Tensor], torch.Tensor, torch.Tensor, torch.Tensor]:
+    xs = [torch.randn(rows, cols, device="cuda").to(torch.bfloat16) for _ in range(ROTATE)]
+    scale = torch.tensor([2.0, 0.0], device="cuda")
+    return xs, scale, torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
 
 
 def bench_shape(rows: int, cols: int) -> list[dict]:
-    xs = [torch.randn(rows, cols, device="cuda").to(torch.bfloat16) for _ in range(ROTATE)]
+    xs, scale, sinv, amax = inputs(rows, cols)
     n = rows * cols
     moved = n * 2 + n * 2  # bf16 read, two FP8 copies written
-    scale = torch.tensor([2.0, 0.0], device="cuda")
-    sinv, amax = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
     outs = [(torch.empty(rows, cols, dtype=torch.float8_e4m3fn, device="cuda"),
              torch.empty(cols, rows, dtype=torch.float8_e4m3fn, device="cuda")) for _ in range(ROTATE)]
-    results = []
-
     src = [torch.empty(moved // 2, dtype=torch.uint8, device="cuda") for _ in range(ROTATE)]
     dst = [torch.empty_like(s) for s in src]
-    ms = time_ms(lambda i: dst[i % ROTATE].copy_(src[i % ROTATE]))
-    copy_bw = moved / ms / 1e6
-    results.append({"shape": f"{rows}x{cols}", "what": "d2d copy (same bytes)", "ms": ms, "GBps": copy_bw})
-
-    for v in FENCE_VARIANTS:
-        ms = time_ms(lambda i, v=v: cast_transpose(xs[i % ROTATE], scale, sinv, amax, out_format=OutFormat.E4M3,
-                                              variant=v, out=outs[i % ROTATE]))
-        results.append({"shape": f"{rows}x{cols}", "what": v.value, "ms": ms, "GBps": moved / ms / 1e6})
 
     def composite(i: int) -> None:
         x = xs[i % ROTATE]
@@ -60,25 +65,51 @@ def bench_shape(rows: int, cols: int) -> list[dict]:
         y.t().contiguous()
         x.abs().amax()
 
-    ms = time_ms(composite)
-    results.append({"shape": f"{rows}x{cols}", "what": "torch composite", "ms": ms, "GBps": moved / ms / 1e6})
-    for r in results:
-        r["pct_of_copy"] = 100 * r["GBps"] / copy_bw
-    return results
+    fns: dict[str, Callable[[int], object]] = {COPY: lambda i: dst[i % ROTATE].copy_(src[i % ROTATE])}
+    for v in FENCE_VARIANTS:
+        fns[v.value] = lambda i, v=v: cast_transpose(xs[i % ROTATE], scale, sinv, amax, out_format=OutFormat.E4M3,
+                                                     variant=v, out=outs[i % ROTATE])
+    fns["torch composite"] = composite
+    ms = time_many(fns)
+    copy_bw = moved / ms[COPY] / 1e6
+    return [{"shape": f"{rows}x{cols}", "what": name, "ms": t, "GBps": moved / t / 1e6,
+             "pct_of_copy": 100 * moved / t / 1e6 / copy_bw} for name, t in ms.items()]
 
 
 def sweep(rows: int, cols: int) -> list[dict]:
     """Every bf16 config of the `none` variant: the data behind the heuristic."""
-    xs = [torch.randn(rows, cols, device="cuda").to(torch.bfloat16) for _ in range(ROTATE)]
-    scale = torch.tensor([2.0, 0.0], device="cuda")
-    sinv, amax = torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")
+    xs, scale, sinv, amax = inputs(rows, cols)
+    fns: dict[str, Callable[[int], object]] = {
+        str(cfg): lambda i, cfg=cfg: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=Variant.NONE, config=cfg)
+        for cfg in all_configs(InDtype.BF16) if cfg.fits(InDtype.BF16, rows, cols)}
+    return [{"shape": f"{rows}x{cols}", "config": name, "ms": ms, "GBps": rows * cols * 4 / ms / 1e6}
+            for name, ms in time_many(fns, reps=10).items()]
+
+
+GRID_VARIANTS = (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC, Variant.SYSTEM_BEFORE_ATOMIC, Variant.DEVICE_BEFORE_RETURN)
+
+
+def grid_sweep(rows: int, cols: int) -> list[dict]:
+    """Launch policies side by side: 1, 2, 4 or 8 tiles per block and persistent grids (1x and 2x the
+    resident blocks), for `none` and the fences that cost most; the fence is paid once per block."""
+    from tracer.kernelspec import KernelKey, pick_config
+    from tracer.launch import device_arch, num_sms, resident_blocks
+
+    cfg = pick_config(InDtype.BF16, rows, cols, num_sms())
+    resident = resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
+    xs, scale, sinv, amax = inputs(rows, cols)
+    tiles = cfg.blocks(InDtype.BF16, rows, cols)
+    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 4, 8)] + [("resident", resident), ("2x resident", 2 * resident)]
+    fns: dict[str, Callable[[int], object]] = {}
+    for name, grid in policies:
+        for v in GRID_VARIANTS:
+            fns[f"{name}|{grid}|{v.value}"] = lambda i, v=v, grid=grid: cast_transpose(xs[i % ROTATE], scale, sinv, amax,
+                                                                                     variant=v, grid=grid)
     out = []
-    for cfg in all_configs(InDtype.BF16):
-        if not cfg.fits(InDtype.BF16, rows, cols):
-            continue
-        ms = time_ms(lambda i, cfg=cfg: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=Variant.NONE, config=cfg),
-                     reps=20)
-        out.append({"shape": f"{rows}x{cols}", "config": str(cfg), "ms": ms, "GBps": rows * cols * 4 / ms / 1e6})
+    for key, ms in time_many(fns, reps=15).items():
+        name, grid, variant = key.split("|")
+        out.append({"shape": f"{rows}x{cols}", "grid": name, "blocks": min(int(grid), tiles), "variant": variant,
+                    "ms": ms, "GBps": rows * cols * 4 / ms / 1e6})
     return out
 
 
@@ -86,6 +117,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="4096x4096,8192x8192")
     ap.add_argument("--sweep", action="store_true", help="also time every config of the none variant")
+    ap.add_argument("--grid-sweep", action="store_true", help="also compare launch policies (blocks per tile)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
@@ -113,9 +145,17 @@ def main() -> int:
             picked = str(pick_config(InDtype.BF16, r, c, num_sms()))
             print(f"config sweep {shape} (none): " + ", ".join(f"{d['config']} {d['GBps']:.0f}" for d in res[:6])
                   + f" ... heuristic picks {picked} ({next(d['GBps'] for d in res if d['config'] == picked):.0f} GB/s)")
+    grids = []
+    if args.grid_sweep:
+        for shape in args.shapes.split(","):
+            r, c = (int(v) for v in shape.split("x"))
+            res = grid_sweep(r, c)
+            grids += res
+            for d in res:
+                print(f"grid {d['shape']} {d['grid']:<12} ({d['blocks']:>5} blocks) {d['variant']:<22} {d['GBps']:7.0f} GB/s")
     if args.json:
         with open(args.json, "w") as fh:
-            json.dump({"results": rows_all, "sweep": sweeps}, fh, indent=1)
+            json.dump({"results": rows_all, "sweep": sweeps, "grid": grids}, fh, indent=1)
     return 0
 
 

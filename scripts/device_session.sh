@@ -25,7 +25,7 @@ for step in $steps; do
       compute-sanitizer --version > $R/sanitizer-version.txt 2>&1
       python3 -m tracer doctor > $R/doctor.txt 2>&1; cat $R/doctor.txt ;;
     bench)
-      timeout 150 python3 scripts/bench_cast_transpose.py --sweep --json $R/bench_cast_transpose.json 2>&1 | tee $R/bench_cast_transpose.txt ;;
+      timeout 150 python3 scripts/bench_cast_transpose.py --sweep ${BENCH_ARGS:-} --json $R/bench_cast_transpose.json 2>&1 | tee $R/bench_cast_transpose.txt ;;
     sanitize_bg)
       (timeout 400 python3 scripts/capture_sanitizer.py $R/sanitizer --jobs 8 --timeout 300 > $R/capture_sanitizer.txt 2>&1) &
       SAN_PID=$! ;;
@@ -34,7 +34,7 @@ for step in $steps; do
     tracebench)
       timeout 200 python3 scripts/bench_trace.py --gpu --no-cpu --repeats 3 --json $R/bench_trace.json 2>&1 | tee $R/bench_trace.txt ;;
     campbench)
-      timeout 200 python3 scripts/bench_campaign.py --json $R/bench_campaign.json 2>&1 | tail -3 | tee $R/bench_campaign.txt ;;
+      timeout 200 python3 scripts/bench_campaign.py ${CAMP_ARGS:-} --json $R/bench_campaign.json 2>&1 | tee $R/bench_campaign.txt | tail -45 ;;
     sanbench_bg)
       (timeout 420 python3 scripts/bench_sanitize.py --json $R/bench_sanitize.json > $R/bench_sanitize.txt 2>&1) &
       SANB_PID=$! ;;

@@ -61,3 +61,13 @@ def test_summary_reports_worst_and_first_failure() -> None:
     assert amax.passed and amax.comparisons == 1
     assert not dgrad.passed and dgrad.failures == 2 and dgrad.worst == 5.0
     assert str(dgrad.first_failure) == "step1/layer0/mb0"
+
+
+def test_amax_reference_ignores_nan_and_keeps_inf_like_the_kernel() -> None:
+    from tracer.fp8ref import amax_of
+
+    x = torch.tensor([1.0, float("nan"), -3.0, 2.5], dtype=torch.bfloat16)
+    assert amax_of(x).item() == 3.0
+    x[0] = float("-inf")
+    assert amax_of(x).item() == math.inf
+    assert amax_of(torch.full((4,), float("nan"))).item() == 0.0

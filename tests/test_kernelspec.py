@@ -51,12 +51,16 @@ def test_heuristic_always_fits_the_shape(dtype: InDtype, shape: tuple[int, int],
     cfg.check_shape(dtype, *shape)  # never out of bounds: widths divide the shape
 
 
-def test_heuristic_prefers_wide_vectors_and_depends_on_sm_count() -> None:
-    assert pick_config(InDtype.BF16, 8192, 8192, 132) == Config(16, 16)
+def test_heuristic_prefers_measured_patches_and_depends_on_sm_count() -> None:
+    assert pick_config(InDtype.BF16, 8192, 8192, 132) == Config(8, 16)  # 4 bf16 x 16 rows per thread
+    assert pick_config(InDtype.FP32, 8192, 8192, 132) == Config(16, 16)  # the same patch in fp32
     # 18x15 = 270 tiles of 128x128: enough for 2 waves of 132 SMs, not of 170 or 188.
-    assert pick_config(InDtype.BF16, 2304, 1920, 132) == Config(16, 16)
-    assert pick_config(InDtype.BF16, 2304, 1920, 170) == Config(16, 8)
-    assert pick_config(InDtype.BF16, 2304, 1920, 188) == Config(16, 8)
+    assert pick_config(InDtype.BF16, 2304, 1920, 132) == Config(8, 16)
+    assert pick_config(InDtype.BF16, 2304, 1920, 170) == Config(8, 8)
+    assert pick_config(InDtype.BF16, 2304, 1920, 188) == Config(8, 8)
+    # Too small for 2 waves of any preferred patch: the preferred patch with the most tiles.
+    assert pick_config(InDtype.BF16, 768, 1024, 132) == Config(8, 4)
+    # No preferred patch divides 677 columns: every fitting config is a candidate.
     assert pick_config(InDtype.BF16, 1481, 677, 132) == Config(2, 1)
 
 
@@ -64,7 +68,8 @@ def test_configs_and_tiles() -> None:
     cfgs = all_configs(InDtype.BF16)
     assert len(cfgs) == 20 and cfgs[0] == Config(16, 16)
     assert len(all_configs(InDtype.FP32)) == 15
-    assert Config(16, 16).tile(InDtype.BF16) == (128, 128)
+    assert Config(16, 16).tile(InDtype.BF16) == (128, 256)
+    assert Config(4, 2).tile(InDtype.FP32) == (16, 32)
     assert Config(16, 16).blocks(InDtype.BF16, 129, 128) == 2
 
 
@@ -73,5 +78,5 @@ def test_kernel_key_macros_name_exactly_one_variant() -> None:
     macros = dict(key.macros())
     assert macros["VARIANT_DEVICE_BEFORE_ATOMIC"] == "1"
     assert [k for k in macros if k.startswith("VARIANT_")] == ["VARIANT_DEVICE_BEFORE_ATOMIC"]
-    assert (macros["ITYPE"], macros["OFMT"], macros["TILE_M"], macros["TILE_N"]) == ("1", "1", "64", "128")
+    assert (macros["ITYPE"], macros["OFMT"], macros["TILE_M"], macros["TILE_N"]) == ("1", "1", "64", "256")
     assert len(FENCE_VARIANTS) == 8

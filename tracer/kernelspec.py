@@ -10,7 +10,7 @@ from enum import Enum
 from tracer.errors import UsageError, unknown
 
 THREADS = 256
-MIN_TILE = 32
+WARPS = THREADS // 32
 WIDTHS = (1, 2, 4, 8, 16)
 WAVES = 2  # the heuristic wants at least this many tiles per SM
 
@@ -114,7 +114,10 @@ def parse_out_format(name: str) -> OutFormat:
 
 @dataclass(frozen=True, order=True)
 class Config:
-    """Vector widths in bytes: each thread loads `load` bytes of input and stores `store` bytes of FP8."""
+    """Vector widths in bytes. Each thread loads `store` rows of `load` bytes each (a patch of
+    store x load/elem_size elements), writes each row's FP8 straight to the rowwise output
+    (load/elem_size bytes) and each column's `store` FP8 bytes, through shared memory, to the
+    columnwise output."""
 
     load: int
     store: int
@@ -138,8 +141,8 @@ class Config:
         return self.load // dtype.nbytes
 
     def tile(self, dtype: InDtype) -> tuple[int, int]:
-        """(rows, cols) of the block tile: wider vectors give larger tiles and fewer blocks."""
-        return max(MIN_TILE, 8 * self.store), max(MIN_TILE, 16 * self.load_elems(dtype))
+        """(rows, cols) of the block tile: one patch row-slab per warp, one patch column per lane."""
+        return WARPS * self.store, 32 * self.load_elems(dtype)
 
     def check_dtype(self, dtype: InDtype) -> None:
         if self.load < dtype.nbytes:
@@ -153,8 +156,6 @@ class Config:
         lv = self.load_elems(dtype)
         if cols % lv:
             raise UsageError(f"config {self}: {lv}-element {dtype.value} loads need cols % {lv} == 0, got cols={cols}")
-        if cols % self.store:
-            raise UsageError(f"config {self}: {self.store}-byte rowwise stores need cols % {self.store} == 0, got cols={cols}")
         if rows % self.store:
             raise UsageError(f"config {self}: {self.store}-byte columnwise stores need rows % {self.store} == 0, got rows={rows}")
 
@@ -176,18 +177,27 @@ def all_configs(dtype: InDtype) -> list[Config]:
     return sorted(cfgs, key=lambda c: (c.load + c.store, c.load), reverse=True)
 
 
+# Patch shapes (load elements per row, store bytes = rows per thread), best first, from the config
+# sweep of scripts/bench_cast_transpose.py on an H200 (docs/benchmarks.md). Other configs follow,
+# widest first.
+PREFERRED_PATCHES = ((4, 16), (4, 8), (8, 8), (8, 4), (4, 4), (8, 16))
+
+
 def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
-    """The heuristic: the widest config whose widths divide the shape and that cuts it into at least
-    WAVES x num_sms tiles; if none does, the fitting config with the most tiles."""
+    """The heuristic. Candidates: the preferred patches that fit the shape (widths divide it), else
+    every fitting config, widest first. Take the first candidate that cuts the shape into at least
+    WAVES x num_sms tiles; if none does, the candidate with the most tiles."""
     if rows < 1 or cols < 1:
         raise UsageError(f"shape {rows}x{cols}: both dimensions must be >= 1")
     if num_sms < 1:
         raise UsageError(f"num_sms={num_sms} must be >= 1")
     fitting = [c for c in all_configs(dtype) if c.fits(dtype, rows, cols)]
-    for cfg in fitting:
+    by_patch = {(c.load_elems(dtype), c.store): c for c in fitting}
+    candidates = [by_patch[p] for p in PREFERRED_PATCHES if p in by_patch] or fitting
+    for cfg in candidates:
         if cfg.blocks(dtype, rows, cols) >= WAVES * num_sms:
             return cfg
-    return max(fitting, key=lambda c: (c.blocks(dtype, rows, cols), c.load + c.store))
+    return max(candidates, key=lambda c: (c.blocks(dtype, rows, cols), c.load + c.store))
 
 
 @dataclass(frozen=True)

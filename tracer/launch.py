@@ -13,6 +13,10 @@ if TYPE_CHECKING:
     import torch
 
 ALIGN = 16
+MAX_GRID = 2**31 - 1
+# Each block walks up to this many tiles (but there are never fewer blocks than fit on the GPU at
+# once): a fence variant's per-block fence is then paid once per several tiles (docs/benchmarks.md).
+TILES_PER_BLOCK = 4
 
 
 def require_gpu() -> None:
@@ -102,8 +106,11 @@ def cast_transpose(
     variant: Variant = Variant.NONE,
     config: Config | None = None,
     out: tuple[torch.Tensor, torch.Tensor] | None = None,
+    grid: int | None = None,
 ) -> CastOutputs:
-    """Cast x [M, N] to FP8 rowwise and transposed; amax (float32, 1 element) is max-reduced in place."""
+    """Cast x [M, N] to FP8 rowwise and transposed; amax (float32, 1 element) is max-reduced in place.
+    grid: blocks to launch (default: up to TILES_PER_BLOCK tiles per block, never fewer blocks than
+    are resident at once); each block loops over tiles blockIdx.x, blockIdx.x + grid, ..."""
     import torch
 
     if not x.is_cuda:
@@ -122,24 +129,29 @@ def cast_transpose(
             raise UsageError(f"tensor at {t.data_ptr():#x} is not {ALIGN}-byte aligned; pass a fresh contiguous tensor")
     key = KernelKey(variant, cfg, torch_in_dtype(x), out_format, device_arch(x.device.index))
     launch_raw(key, x.data_ptr(), row.data_ptr(), col.data_ptr(), scale.data_ptr(), scale_inv.data_ptr(),
-               amax.data_ptr(), rows, cols, x.device.index, torch.cuda.current_stream(x.device).cuda_stream)
+               amax.data_ptr(), rows, cols, x.device.index, torch.cuda.current_stream(x.device).cuda_stream, grid)
     return CastOutputs(row, col, cfg)
 
 
 @lru_cache(maxsize=None)
 def resident_blocks(key: KernelKey, device_index: int) -> int:
-    """Blocks that fit on the whole GPU at once: the persistent grid's size."""
+    """Blocks that fit on the whole GPU at once."""
     per_sm = _kernel(key, device_index).occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
     return max(1, per_sm) * num_sms(device_index)
 
 
 def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv: int, amax: int,
-               rows: int, cols: int, device_index: int, stream_handle: int) -> None:
+               rows: int, cols: int, device_index: int, stream_handle: int, grid: int | None = None) -> None:
     import numpy as np
     from cuda.core import LaunchConfig, launch
 
     kernel = _kernel(key, device_index)
-    blocks = min(key.config.blocks(key.in_dtype, rows, cols), resident_blocks(key, device_index))
+    if grid is not None and grid < 1:
+        raise UsageError(f"grid={grid} must be >= 1 block")
+    tiles = key.config.blocks(key.in_dtype, rows, cols)
+    if grid is None:
+        grid = max(resident_blocks(key, device_index), -(-tiles // TILES_PER_BLOCK))
+    blocks = min(tiles, grid, MAX_GRID)
     cfg = LaunchConfig(grid=blocks, block=THREADS)
     launch(_core_stream(device_index, stream_handle), cfg, kernel, x, row, col, scale, scale_inv, amax,
            np.int32(rows), np.int32(cols))

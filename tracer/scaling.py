@@ -88,7 +88,7 @@ class ScalingState:
         """End of step: push amax into the history, recompute the scale, reset amax."""
         import torch
 
-        self.history = torch.roll(self.history, 1)
+        self.history.copy_(torch.roll(self.history, 1))  # in place: a captured CUDA graph keeps its buffers
         self.history[:1].copy_(self.amax)
         ref = self.history[:1] if self.recipe.amax_compute_algo is AmaxAlgo.MOST_RECENT else self.history.amax(0, keepdim=True)
         new = self.fmt.max_finite / ref / (2.0**self.recipe.margin)

@@ -50,3 +50,35 @@ def test_fence_ablation_campaign(tmp_path: Path) -> None:
         used = {g for c in report["cells"] for g in c["gpus"].split(",")}
         assert used == {"0", "1"}, used
     print(res.stdout)
+
+
+def _graph(variant: str, checks: frozenset | None = None):  # type: ignore[no-untyped-def]
+    from tracer.campaign.graphed import TrialGraph
+    from tracer.detector import Check
+    from tracer.kernelspec import parse_variant
+    from tracer.workloads.engine import Engine
+    from tracer.workloads.spec import load_workload
+
+    spec = load_workload("cast_transpose_dgrad").with_overrides(variant=parse_variant(variant), tokens=1024, hidden=1024,
+                                                                out_features=1024, steps=2)
+    engine = Engine(spec, checks=frozenset(Check) - {Check.UPDATE_COUNT} if checks is None else checks,
+                    sample=0.0625, flush_each_step=False)
+    return TrialGraph(engine, steps=2)
+
+
+def test_graphed_trials_draw_fresh_data_and_pass_when_clean() -> None:
+    graph = _graph("none")
+    rows = graph.run(list(range(20)))
+    assert len(rows) == 20 and len(rows[0]) == len(graph.layout) > 0
+    assert not any(failed for trial in rows for failed, _ in trial)
+    dgrad = [i for i, (check, _) in enumerate(graph.layout) if check.value == "dgrad"]
+    errors = {trial[i][1] for trial in rows for i in dgrad}
+    assert len(errors) > 10 and all(0 < e < 0.02 for e in errors)  # new inputs and sampled rows per replay
+
+
+def test_graphed_trials_catch_the_planted_shared_memory_race() -> None:
+    graph = _graph("planted_race")
+    rows = graph.run(list(range(20)))
+    failed = {graph.layout[i][0].value for trial in rows for i, (bad, _) in enumerate(trial) if bad}
+    (RESULTS / "graph_planted_race.txt").write_text(f"{sum(any(b for b, _ in t) for t in rows)}/20 trials failed: {failed}\n")
+    assert "fp8_columnwise" in failed

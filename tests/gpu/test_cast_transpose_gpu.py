@@ -25,7 +25,7 @@ def _random_input(rows: int, cols: int, dtype: InDtype, seed: int) -> torch.Tens
     return x.to(getattr(torch, TORCH_DTYPES[dtype]))
 
 
-def run_and_check(x: torch.Tensor, fmt: OutFormat, variant: Variant, config: Config | None) -> Config:
+def run_and_check(x: torch.Tensor, fmt: OutFormat, variant: Variant, config: Config | None, grid: int | None = None) -> Config:
     from tracer.launch import cast_transpose, torch_fp8_dtype
 
     rows, cols = x.shape
@@ -35,7 +35,8 @@ def run_and_check(x: torch.Tensor, fmt: OutFormat, variant: Variant, config: Con
     fp8 = torch_fp8_dtype(fmt)
     row = torch.full((rows, cols), POISON, dtype=torch.uint8, device="cuda").view(fp8)
     col = torch.full((cols, rows), POISON, dtype=torch.uint8, device="cuda").view(fp8)
-    out = cast_transpose(x, scale, scale_inv, amax, out_format=fmt, variant=variant, config=config, out=(row, col))
+    out = cast_transpose(x, scale, scale_inv, amax, out_format=fmt, variant=variant, config=config, out=(row, col),
+                         grid=grid)
     torch.cuda.synchronize()
     ref_row, ref_col, ref_amax = reference_cast_transpose(x, scale[0], fmt)
     assert torch.equal(row.view(torch.uint8), ref_row), "rowwise output differs"
@@ -59,6 +60,12 @@ def test_every_forced_config_is_bit_exact(config: Config) -> None:
     for shape in ((768, 1024), (2304, 1920), (4096, 4096)):
         x = _random_input(*shape, InDtype.BF16, seed=7)
         assert run_and_check(x, OutFormat.E4M3, Variant.NONE, config) == config
+
+
+@pytest.mark.parametrize("grid", [1, 7, 132, 10**6])
+def test_any_grid_walks_every_tile(grid: int) -> None:
+    x = _random_input(1481, 2080, InDtype.BF16, seed=grid)
+    run_and_check(x, OutFormat.E4M3, Variant.DEVICE_BEFORE_ATOMIC, Config(8, 1), grid=grid)
 
 
 def test_config_of_a_170_sm_gpu_can_be_forced() -> None:

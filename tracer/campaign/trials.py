@@ -1,5 +1,5 @@
 """Run a chunk of trials of one cell: GPU workloads through the Engine (comparisons on the device,
-one read-back per chunk), or the CPU reference workload with injected failures."""
+replayed as a CUDA graph where the cell allows, one read-back per chunk), or the CPU reference workload with injected failures."""
 from __future__ import annotations
 
 import os
@@ -11,9 +11,10 @@ from typing import Any
 
 from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec, Cell
 from tracer.campaign.store import TrialRow
-from tracer.detector import Where
+from tracer.detector import Check, Where
 
 _ENGINES: dict[str, Any] = {}
+_GRAPHS: dict[str, Any] = {}
 
 
 def trial_seed(spec: CampaignSpec, cell_id: int, trial: int) -> int:
@@ -75,22 +76,30 @@ def _engine(spec: CampaignSpec, cell: Cell) -> Any:
 
 
 def _gpu_trials(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int]) -> list[tuple[bool, str | None, str]]:
+    from tracer.campaign.graphed import TrialGraph, graphable
+
     engine = _engine(spec, cell)
     steps = spec.data["steps_per_trial"]
-    for t in trials:
-        engine.reseed(trial_seed(spec, cell_id, t))
-        for j in range(steps):
-            engine.step(t * steps + j)
-    engine.detector.flush()
-    by_trial: dict[int, list] = defaultdict(list)
-    for check, where, failed, _ in engine.detector.results:
-        if failed:
-            by_trial[where.step // steps].append((where, check))
-    engine.detector.results.clear()
+    seeds = [trial_seed(spec, cell_id, t) for t in trials]
+    fails: dict[int, list[tuple[Where, Check]]] = defaultdict(list)
+    if graphable(engine):
+        if cell.key not in _GRAPHS:
+            _GRAPHS[cell.key] = TrialGraph(engine, steps)
+        graph = _GRAPHS[cell.key]
+        for i, rows in enumerate(graph.run(seeds)):
+            fails[i] = [(where, check) for (check, where), (failed, _) in zip(graph.layout, rows) if failed]
+    else:
+        for i, seed in enumerate(seeds):
+            engine.reseed(seed)
+            for j in range(steps):
+                engine.step(i * steps + j)
+        engine.detector.flush()
+        for check, where, failed, _ in engine.detector.results:
+            if failed:
+                fails[where.step // steps].append((Where(where.step % steps, where.layer, where.microbatch), check))
+        engine.detector.results.clear()
     out = []
-    for t in trials:
-        fails = sorted(by_trial.get(t, []), key=lambda f: f[0])
-        w = fails[0][0] if fails else None
-        first = str(Where(w.step - t * steps, w.layer, w.microbatch)) if w else None  # step within the trial
-        out.append((bool(fails), first, ",".join(sorted({c.value for _, c in fails}))))
+    for i in range(len(trials)):
+        found = sorted(fails.get(i, []), key=lambda f: f[0])
+        out.append((bool(found), str(found[0][0]) if found else None, ",".join(sorted({c.value for _, c in found}))))
     return out
