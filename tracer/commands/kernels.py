@@ -6,6 +6,7 @@ import argparse
 from tracer import compile as nvrtc_compile
 from tracer import disasm
 from tracer.kernelspec import (
+    PREFERRED_PATCHES,
     VARIANT_DOC,
     Config,
     InDtype,
@@ -81,8 +82,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     for cfg in all_configs(dtype):
         tm, tn = cfg.tile(dtype)
         print(f"  {str(cfg):<6} tile {tm}x{tn}")
-    print("\nHeuristic: the widest config whose widths divide the shape and that cuts it into at least")
-    print("2 tiles per SM; else the fitting config with the most tiles (see `tracer kernels config`).")
+    print("\nEach thread loads STORE rows x LOAD bytes, writes the rows' FP8 from registers and the columns'")
+    print("STORE-byte vectors through shared memory. Heuristic: the first fitting config of the preferred")
+    print("patches (elements per row x rows: " + ", ".join(f"{e}x{r}" for e, r in PREFERRED_PATCHES) + ") with at least")
+    print("2 tiles per SM, else the one with the most tiles (see `tracer kernels config`).")
     return 0
 
 
