@@ -2,16 +2,18 @@ from __future__ import annotations
 
 import math
 
+import pytest
 import torch
 
-from tracer.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
+from tracer.detector import (Check, Detector, Measure, Rule, Where, codes_mismatch, exact_diff, norm_ratio,
+                             relative_error)
 from tracer.fp8ref import torch_cast
 from tracer.kernelspec import OutFormat
 
 
-def _pair(t: torch.Tensor) -> tuple[bool, float]:
-    failed, value = t.tolist()
-    return bool(failed), value
+def _pair(m: Measure) -> tuple[bool, float]:
+    assert m.value.numel() == 1  # one device value per comparison, judged on the host
+    return m.judge(float(m.value))
 
 
 def test_bit_flip_in_fp8_codes_is_caught() -> None:
@@ -42,6 +44,7 @@ def test_nan_and_inf_always_fail() -> None:
     assert _pair(relative_error(out, ref, 0.02)) == (True, math.inf)
     assert _pair(norm_ratio(out, ref, 4.0)) == (True, math.inf)
     assert _pair(exact_diff(torch.tensor([float("nan")]), torch.tensor([1.0]))) == (True, math.inf)
+    assert _pair(norm_ratio(ref / 10, ref, 4.0)) == (True, pytest.approx(0.1))  # too small fails as well
 
 
 def test_small_rounding_passes_tolerance() -> None:
@@ -53,10 +56,10 @@ def test_small_rounding_passes_tolerance() -> None:
 
 def test_summary_reports_worst_and_first_failure() -> None:
     d = Detector()
-    d.add(Check.DGRAD, Where(0, 1, 0), torch.tensor([0.0, 0.001]))
-    d.add(Check.DGRAD, Where(2, 3, 1), torch.tensor([1.0, 5.0]))
-    d.add(Check.DGRAD, Where(1, 0, 0), torch.tensor([1.0, 0.5]))
-    d.add(Check.AMAX, Where(0, -1, -1), torch.tensor([0.0, 0.0]))
+    d.add(Check.DGRAD, Where(0, 1, 0), Measure(torch.tensor(0.001), Rule.ABOVE, 0.02))
+    d.add(Check.DGRAD, Where(2, 3, 1), Measure(torch.tensor(5.0), Rule.ABOVE, 0.02))
+    d.add(Check.DGRAD, Where(1, 0, 0), Measure(torch.tensor(0.5), Rule.ABOVE, 0.02))
+    d.add(Check.AMAX, Where(0, -1, -1), Measure(torch.tensor(0.0), Rule.NONZERO))
     (amax, dgrad) = d.verdicts()
     assert amax.passed and amax.comparisons == 1
     assert not dgrad.passed and dgrad.failures == 2 and dgrad.worst == 5.0

@@ -73,3 +73,21 @@ def test_gpu_only_workloads_refuse_cpu() -> None:
 
     with pytest.raises(UsageError, match="--device cpu runs only torch_composite"):
         run_workload(load_workload("linear_backward"), "cpu")
+
+
+def test_sampled_blocks_are_the_same_rows_of_both_operands() -> None:
+    from tracer.workloads.engine import Sample
+
+    t = torch.arange(6 * 8).reshape(6, 8)
+    assert Engine.take(t, Sample(torch.tensor([1]), 2), 0).tolist() == t[2:4].tolist()
+    assert Engine.take(t, Sample(torch.tensor([3]), 2), 1).tolist() == t[:, 6:8].tolist()
+    assert Engine.take(t, Sample(torch.tensor([1]), 3), 1).tolist() == t[:, 3:6].tolist()  # 8 % 3: index path
+    assert Engine.take(t, None, 1) is t
+
+
+def test_sampled_checks_draw_a_new_block_each_time_and_pass_when_clean() -> None:
+    engine = Engine(small(steps=1, layers=1, microbatches=1, tokens=256), torch.device("cpu"), sample=0.0625)
+    blocks = {int(engine.rows(256).block) for _ in range(40)}
+    assert len(blocks) > 8 and max(blocks) < 16
+    engine.step(0)
+    assert engine.detector.results and all(not failed for *_, failed, _ in engine.detector.results)

@@ -1,10 +1,14 @@
 """Corruption detector: per-step comparisons computed on the device, read back once per step.
 
-Each comparison yields (failed, error) for a check at a position (step, layer, microbatch); the
-verdict per check is pass/fail, the worst error and the first failing position.
+Each comparison is a `Measure`: one value computed on the device (mismatching codes, largest
+difference, relative error, norm ratio) and the rule that judges it on the host after the read-back,
+so a comparison costs the kernels that compute its value and nothing more. Judged, it becomes
+(failed, value) for a check at a position (step, layer, microbatch); the verdict per check is
+pass/fail, the worst value and the first failing position.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -51,60 +55,78 @@ class CheckVerdict:
         }
 
 
-def codes_mismatch(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    """(failed, mismatching elements) for FP8 outputs compared as raw bytes."""
+class Rule(str, Enum):
+    NONZERO = "nonzero"  # failed unless the value is 0
+    ABOVE = "above"  # failed if the value exceeds the limit
+    OUTSIDE = "outside"  # failed if the value is above the limit or below its inverse
+
+
+@dataclass(frozen=True)
+class Measure:
+    value: torch.Tensor  # one float32 element on the comparison's device
+    rule: Rule
+    limit: float = 0.0
+
+    def judge(self, value: float) -> tuple[bool, float]:
+        return judge(self.rule, self.limit, value)
+
+
+def judge(rule: Rule, limit: float, value: float) -> tuple[bool, float]:
+    """(failed, value); a non-finite value always fails and is reported as inf."""
+    if not math.isfinite(value):
+        return True, math.inf
+    if rule is Rule.NONZERO:
+        return value != 0, value
+    if rule is Rule.ABOVE:
+        return value > limit, value
+    return value > limit or value < 1.0 / limit, value
+
+
+def codes_mismatch(out: torch.Tensor, ref: torch.Tensor) -> Measure:
+    """Mismatching elements of FP8 outputs compared as raw bytes."""
     import torch
 
-    bad = (out.view(torch.uint8) != ref.view(torch.uint8)).sum().float()
-    return torch.stack([(bad > 0).float(), bad])
+    return Measure((out.view(torch.uint8) != ref.view(torch.uint8)).sum().float(), Rule.NONZERO)
 
 
-def exact_diff(out: torch.Tensor, ref: torch.Tensor) -> torch.Tensor:
-    import torch
-
-    d = (out.float() - ref.float()).abs().max()
-    d = torch.where(torch.isnan(d), torch.full_like(d, float("inf")), d)
-    return torch.stack([(d != 0).float(), d])
+def exact_diff(out: torch.Tensor, ref: torch.Tensor) -> Measure:
+    return Measure((out.float() - ref.float()).abs().max(), Rule.NONZERO)
 
 
-def relative_error(out: torch.Tensor, ref: torch.Tensor, tol: float) -> torch.Tensor:
-    """(failed, ||out-ref||/||ref||); non-finite output always fails."""
+def relative_error(out: torch.Tensor, ref: torch.Tensor, tol: float) -> Measure:
+    """||out-ref||/||ref||; non-finite output always fails."""
     import torch
 
     o, r = out.float(), ref.float()
-    err = torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r).clamp_min(1e-30)
-    err = torch.where(torch.isfinite(err), err, torch.full_like(err, float("inf")))
-    return torch.stack([(err > tol).float(), err])
+    return Measure(torch.linalg.vector_norm(o - r) / torch.linalg.vector_norm(r).clamp_min(1e-30), Rule.ABOVE, tol)
 
 
-def norm_ratio(out: torch.Tensor, ref: torch.Tensor, max_ratio: float) -> torch.Tensor:
-    """(failed, ||out||/||ref||): the motivating symptom is a finite but huge gradient."""
+def norm_ratio(out: torch.Tensor, ref: torch.Tensor, max_ratio: float) -> Measure:
+    """||out||/||ref||: the motivating symptom is a finite but huge gradient."""
     import torch
 
     ratio = torch.linalg.vector_norm(out.float()) / torch.linalg.vector_norm(ref.float()).clamp_min(1e-30)
-    ratio = torch.where(torch.isfinite(ratio), ratio, torch.full_like(ratio, float("inf")))
-    bad = (ratio > max_ratio) | (ratio < 1.0 / max_ratio)
-    return torch.stack([bad.float(), ratio])
+    return Measure(ratio, Rule.OUTSIDE, max_ratio)
 
 
 @dataclass
 class Detector:
-    """Collects device-side results during a step; `flush` reads them back in one transfer."""
+    """Collects device-side measures during a step; `flush` reads them back in one transfer."""
 
-    pending: list[tuple[Check, Where, torch.Tensor]] = field(default_factory=list)
+    pending: list[tuple[Check, Where, Measure]] = field(default_factory=list)
     results: list[tuple[Check, Where, bool, float]] = field(default_factory=list)
 
-    def add(self, check: Check, where: Where, pair: torch.Tensor) -> None:
-        self.pending.append((check, where, pair))
+    def add(self, check: Check, where: Where, measure: Measure) -> None:
+        self.pending.append((check, where, measure))
 
     def flush(self) -> None:
         if not self.pending:
             return
         import torch
 
-        values = torch.stack([p for _, _, p in self.pending]).cpu().tolist()
-        for (check, where, _), (failed, value) in zip(self.pending, values):
-            self.results.append((check, where, bool(failed), float(value)))
+        values = torch.stack([m.value.reshape(()) for _, _, m in self.pending]).cpu().tolist()
+        for (check, where, m), value in zip(self.pending, values):
+            self.results.append((check, where, *m.judge(value)))
         self.pending.clear()
 
     def verdicts(self) -> list[CheckVerdict]:

@@ -71,7 +71,7 @@ def test_graphed_trials_draw_fresh_data_and_pass_when_clean() -> None:
     rows = graph.run(list(range(20)))
     assert len(rows) == 20 and len(rows[0]) == len(graph.layout) > 0
     assert not any(failed for trial in rows for failed, _ in trial)
-    dgrad = [i for i, (check, _) in enumerate(graph.layout) if check.value == "dgrad"]
+    dgrad = [i for i, (check, _, _) in enumerate(graph.layout) if check.value == "dgrad"]
     errors = {trial[i][1] for trial in rows for i in dgrad}
     assert len(errors) > 10 and all(0 < e < 0.02 for e in errors)  # new inputs and sampled rows per replay
 

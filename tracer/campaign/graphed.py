@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracer.detector import Check, Where
+from tracer.detector import Check, Measure, Where
 
 if TYPE_CHECKING:
     from tracer.workloads.engine import Engine
@@ -24,7 +24,7 @@ def graphable(engine: Engine) -> bool:
 
 
 class TrialGraph:
-    """`steps` steps of an Engine as one CUDA graph; `run(seeds)` returns [trials, checks, 2] on the host."""
+    """`steps` steps of an Engine as one CUDA graph; `run(seeds)` judges each trial's comparisons on the host."""
 
     def __init__(self, engine: Engine, steps: int) -> None:
         import torch
@@ -40,16 +40,17 @@ class TrialGraph:
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self._steps(steps)
-            pairs = [pair for _, _, pair in engine.detector.pending]
-            self.out = torch.stack(pairs) if pairs else torch.zeros((0, 2), device=engine.device)
-        self.layout: list[tuple[Check, Where]] = [(c, w) for c, w, _ in engine.detector.pending]
+            values = [m.value.reshape(()) for _, _, m in engine.detector.pending]
+            self.out = torch.stack(values) if values else torch.zeros(0, device=engine.device)
+        self.layout: list[tuple[Check, Where, Measure]] = list(engine.detector.pending)
         engine.detector.pending.clear()
 
     def _steps(self, steps: int) -> None:
         for j in range(steps):
             self.engine.step(j)
 
-    def run(self, seeds: list[int]) -> list[list[tuple[float, float]]]:
+    def run(self, seeds: list[int]) -> list[list[tuple[bool, float]]]:
+        """Per trial, (failed, value) of every comparison in `layout` order."""
         import torch
 
         buf = torch.empty((len(seeds), *self.out.shape), device=self.out.device)
@@ -57,4 +58,4 @@ class TrialGraph:
             self.engine.gen.manual_seed(seed)
             self.graph.replay()
             buf[i].copy_(self.out)
-        return buf.cpu().tolist()
+        return [[m.judge(v) for (_, _, m), v in zip(self.layout, row)] for row in buf.cpu().tolist()]

@@ -87,7 +87,7 @@ def _gpu_trials(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int])
             _GRAPHS[cell.key] = TrialGraph(engine, steps)
         graph = _GRAPHS[cell.key]
         for i, rows in enumerate(graph.run(seeds)):
-            fails[i] = [(where, check) for (check, where), (failed, _) in zip(graph.layout, rows) if failed]
+            fails[i] = [(where, check) for (check, where, _), (failed, _) in zip(graph.layout, rows) if failed]
     else:
         for i, seed in enumerate(seeds):
             engine.reseed(seed)

@@ -31,6 +31,14 @@ def nvtx_range(name: str) -> contextlib.AbstractContextManager[object]:
 
 
 @dataclass(frozen=True)
+class Sample:
+    """Block `block` (a 1-element device tensor) of the size-`size` blocks of a dimension."""
+
+    block: torch.Tensor
+    size: int
+
+
+@dataclass(frozen=True)
 class Fp8Pair:
     row: torch.Tensor
     col: torch.Tensor
@@ -110,18 +118,24 @@ class Engine:
             self._check_cast(x, state, row, col, where)
         return Fp8Pair(row, col, state.scale_inv)
 
-    def rows(self, n: int) -> torch.Tensor | None:
-        """None (all rows), or the indices of a random block of the sampled fraction (at least 16
-        rows), drawn on the device so a captured CUDA graph draws a new block on every replay."""
+    def rows(self, n: int) -> Sample | None:
+        """None (all rows), or a random aligned block of the sampled fraction (at least 16 rows),
+        drawn on the device so a captured CUDA graph draws a new block on every replay."""
         if self.sample >= 1.0:
             return None
         size = min(n, max(16, int(n * self.sample)))
-        start = torch.randint(0, n - size + 1, (1,), device=self.device, generator=self.gen)
-        return start + torch.arange(size, device=self.device)
+        return Sample(torch.randint(0, n // size, (1,), device=self.device, generator=self.gen), size)
 
     @staticmethod
-    def take(t: torch.Tensor, idx: torch.Tensor | None, dim: int = 0) -> torch.Tensor:
-        return t if idx is None else t.index_select(dim, idx)
+    def take(t: torch.Tensor, s: Sample | None, dim: int = 0) -> torch.Tensor:
+        """The sampled block of t along dim; when the blocks tile the dimension, through a view of
+        [blocks, size] so that a column block is read as contiguous runs, not element by element."""
+        if s is None:
+            return t
+        n = t.shape[dim]
+        if n % s.size == 0:
+            return t.unflatten(dim, (n // s.size, s.size)).index_select(dim, s.block).flatten(dim, dim + 1)
+        return t.index_select(dim, s.block * s.size + torch.arange(s.size, device=t.device))
 
     def _check_cast(self, x: torch.Tensor, state: ScalingState, row: torch.Tensor, col: torch.Tensor, where: Where) -> None:
         key, c = id(state), self.checks
