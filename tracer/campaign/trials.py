@@ -75,31 +75,42 @@ def _engine(spec: CampaignSpec, cell: Cell) -> Any:
     return _ENGINES[cell.key]
 
 
+Fails = dict[int, list[tuple[Where, Check]]]  # chunk index -> (position within the trial, check)
+
+
 def _gpu_trials(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int]) -> list[tuple[bool, str | None, str]]:
-    from tracer.campaign.graphed import TrialGraph, graphable
+    from tracer.campaign.graphed import graphable
 
     engine = _engine(spec, cell)
     steps = spec.data["steps_per_trial"]
     seeds = [trial_seed(spec, cell_id, t) for t in trials]
-    fails: dict[int, list[tuple[Where, Check]]] = defaultdict(list)
-    if graphable(engine):
-        if cell.key not in _GRAPHS:
-            _GRAPHS[cell.key] = TrialGraph(engine, steps)
-        graph = _GRAPHS[cell.key]
-        for i, rows in enumerate(graph.run(seeds)):
-            fails[i] = [(where, check) for (check, where, _), (failed, _) in zip(graph.layout, rows) if failed]
-    else:
-        for i, seed in enumerate(seeds):
-            engine.reseed(seed)
-            for j in range(steps):
-                engine.step(i * steps + j)
-        engine.detector.flush()
-        for check, where, failed, _ in engine.detector.results:
-            if failed:
-                fails[where.step // steps].append((Where(where.step % steps, where.layer, where.microbatch), check))
-        engine.detector.results.clear()
+    fails = _graphed_fails(cell, engine, steps, seeds) if graphable(engine) else _eager_fails(engine, steps, seeds)
     out = []
     for i in range(len(trials)):
         found = sorted(fails.get(i, []), key=lambda f: f[0])
         out.append((bool(found), str(found[0][0]) if found else None, ",".join(sorted({c.value for _, c in found}))))
     return out
+
+
+def _graphed_fails(cell: Cell, engine: Any, steps: int, seeds: list[int]) -> Fails:
+    from tracer.campaign.graphed import TrialGraph
+
+    if cell.key not in _GRAPHS:
+        _GRAPHS[cell.key] = TrialGraph(engine, steps)
+    graph = _GRAPHS[cell.key]
+    return {i: [(where, check) for (check, where, _), (failed, _) in zip(graph.layout, rows) if failed]
+            for i, rows in enumerate(graph.run(seeds))}
+
+
+def _eager_fails(engine: Any, steps: int, seeds: list[int]) -> Fails:
+    for i, seed in enumerate(seeds):
+        engine.reseed(seed)
+        for j in range(steps):
+            engine.step(i * steps + j)
+    engine.detector.flush()
+    fails: Fails = defaultdict(list)
+    for check, where, failed, _ in engine.detector.results:
+        if failed:
+            fails[where.step // steps].append((Where(where.step % steps, where.layer, where.microbatch), check))
+    engine.detector.results.clear()
+    return fails
