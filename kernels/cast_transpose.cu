@@ -188,7 +188,7 @@ cast_transpose(const unsigned char* __restrict__ in, unsigned char* __restrict__
         *reinterpret_cast<typename VecT<SV>::T*>(out_col + (size_t)(n0 + c) * M + m0 + w * SV) =
             *reinterpret_cast<const typename VecT<SV>::T*>(&tc[c][chunk_slot(w, c) * SV]);
     }
-    if (tile + gridDim.x < tiles) __syncthreads();  // the next tile overwrites the shared tile
+    __syncthreads();  // the next tile overwrites the shared tile
   }
 
 #if defined(VARIANT_PLANTED_OOB)
