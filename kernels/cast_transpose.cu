@@ -11,9 +11,9 @@
 // [l*LV, l*LV + LV). Each thread loads its SV x LV patch into registers (SV vector loads), writes
 // its rowwise FP8 straight from registers (LV bytes per row) and assembles, per column, the SV
 // bytes of the transposed output in registers. Only those SV-byte column vectors go through
-// shared memory (one vector store and one vector load per SV bytes, XOR-swizzled so that neither
-// side has bank conflicts), so the columnwise stores leave the block as whole SV-byte vectors of
-// contiguous yT rows.
+// shared memory (one vector store and one vector load per SV bytes, XOR-swizzled so that with
+// 16-byte vectors neither side has bank conflicts; narrower ones leave some), so the columnwise
+// stores leave the block as whole SV-byte vectors of contiguous yT rows.
 //
 // Host contract (checked in tracer/launch.py): N % (LOAD_BYTES / sizeof(in)) == 0,
 // M % STORE_BYTES == 0, 16-byte aligned pointers. A thread's patch is then either fully inside
