@@ -68,18 +68,14 @@ class Measure:
     limit: float = 0.0
 
     def judge(self, value: float) -> tuple[bool, float]:
-        return judge(self.rule, self.limit, value)
-
-
-def judge(rule: Rule, limit: float, value: float) -> tuple[bool, float]:
-    """(failed, value); a non-finite value always fails and is reported as inf."""
-    if not math.isfinite(value):
-        return True, math.inf
-    if rule is Rule.NONZERO:
-        return value != 0, value
-    if rule is Rule.ABOVE:
-        return value > limit, value
-    return value > limit or value < 1.0 / limit, value
+        """(failed, value); a non-finite value always fails and is reported as inf."""
+        if not math.isfinite(value):
+            return True, math.inf
+        if self.rule is Rule.NONZERO:
+            return value != 0, value
+        if self.rule is Rule.ABOVE:
+            return value > self.limit, value
+        return value > self.limit or value < 1.0 / self.limit, value
 
 
 def codes_mismatch(out: torch.Tensor, ref: torch.Tensor) -> Measure:

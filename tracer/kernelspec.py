@@ -178,8 +178,8 @@ def all_configs(dtype: InDtype) -> list[Config]:
 
 
 # Patch shapes (load elements per row, store bytes = rows per thread), best first, from the config
-# sweep of scripts/bench_cast_transpose.py on an H200 (docs/benchmarks.md). Other configs follow,
-# widest first.
+# sweep of scripts/bench_cast_transpose.py on an H200 (docs/benchmarks.md). Other configs are
+# candidates only for shapes that no preferred patch fits.
 PREFERRED_PATCHES = ((4, 16), (4, 8), (8, 8), (8, 4), (4, 4), (8, 16))
 
 
