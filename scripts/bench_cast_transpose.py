@@ -99,7 +99,7 @@ def grid_sweep(rows: int, cols: int) -> list[dict]:
     resident = resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
     xs, scale, sinv, amax = inputs(rows, cols)
     tiles = cfg.blocks(InDtype.BF16, rows, cols)
-    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 4, 8)] + [("resident", resident), ("2x resident", 2 * resident)]
+    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 3, 4, 8)] + [("resident", resident), ("2x resident", 2 * resident)]
     fns: dict[str, Callable[[int], object]] = {}
     for name, grid in policies:
         for v in GRID_VARIANTS:
@@ -117,6 +117,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="4096x4096,8192x8192")
     ap.add_argument("--sweep", action="store_true", help="also time every config of the none variant")
+    ap.add_argument("--sweep-only", action="store_true", help="only the config sweep (no fence table)")
     ap.add_argument("--grid-sweep", action="store_true", help="also compare launch policies (blocks per tile)")
     ap.add_argument("--json")
     args = ap.parse_args()
@@ -124,7 +125,7 @@ def main() -> int:
         print("bench_cast_transpose: no CUDA GPU visible", file=sys.stderr)
         return 4
     rows_all = []
-    for shape in args.shapes.split(","):
+    for shape in [] if args.sweep_only else args.shapes.split(","):
         r, c = (int(v) for v in shape.split("x"))
         rows_all += bench_shape(r, c)
     print(f"device: {torch.cuda.get_device_name()}  ({torch.cuda.get_device_properties(0).multi_processor_count} SMs)")
@@ -134,7 +135,7 @@ def main() -> int:
         print(f"{r['shape']:<10} {r['what']:<24} {r['ms']:8.4f} {r['GBps']:8.0f} {r['pct_of_copy']:6.1f}% "
               f"{r['ms'] / none[r['shape']]:7.3f}x")
     sweeps = []
-    if args.sweep:
+    if args.sweep or args.sweep_only:
         from tracer.kernelspec import pick_config
         from tracer.launch import num_sms
 

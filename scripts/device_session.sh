@@ -2,7 +2,8 @@
 # One call on the GPU machine: install carried wheels, run benchmarks, fixture captures and the GPU
 # tests, and pack everything into $OUT/results.tar.gz.
 #   bash scripts/device_session.sh [steps...]
-#   steps: info bench sanitize_bg traces tracebench sanbench tests wait
+#   steps: info bench ab sanitize_bg traces tracebench campbench sanbench(_bg) tests wait
+#   (ab: scripts/bench_kernel_ab.py with $AB_ARGS, e.g. --edit acq_rel=scripts/ab/acq_rel_fence.yaml)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -26,6 +27,8 @@ for step in $steps; do
       python3 -m tracer doctor > $R/doctor.txt 2>&1; cat $R/doctor.txt ;;
     bench)
       timeout 150 python3 scripts/bench_cast_transpose.py --sweep ${BENCH_ARGS:-} --json $R/bench_cast_transpose.json 2>&1 | tee $R/bench_cast_transpose.txt ;;
+    ab)
+      timeout 240 python3 scripts/bench_kernel_ab.py ${AB_ARGS:-} --json $R/bench_kernel_ab.json 2>&1 | tee $R/bench_kernel_ab.txt ;;
     sanitize_bg)
       (timeout 400 python3 scripts/capture_sanitizer.py $R/sanitizer --jobs 8 --timeout 300 > $R/capture_sanitizer.txt 2>&1) &
       SAN_PID=$! ;;

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import re
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
+import yaml
 
 from tracer import compile as nvrtc_compile
 from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, all_configs
@@ -108,3 +110,47 @@ def test_compile_error_carries_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(CompileError, match="identifier \"nope\" is undefined"):
         nvrtc_compile.ptx(key)
     nvrtc_compile.ptx.cache_clear()
+
+
+AB_EDITS = sorted((Path(__file__).resolve().parent.parent / "scripts" / "ab").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", AB_EDITS, ids=lambda p: p.stem)
+def test_ab_edits_apply_to_the_kernel_and_compile(path: Path) -> None:
+    doc = yaml.safe_load(path.read_text())
+    edited = nvrtc_compile.apply_edits(nvrtc_compile.kernel_source(), doc["edits"], str(path))
+    assert edited != nvrtc_compile.kernel_source() and doc["what"]
+    key = KernelKey(Variant.DEVICE_BEFORE_ATOMIC, Config(8, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+    assert len(nvrtc_compile.source_cubin(edited, key, path.name)) > 1000
+
+
+def test_acq_rel_edit_changes_the_fence_it_names() -> None:
+    doc = yaml.safe_load((AB_EDITS[0].parent / "acq_rel_fence.yaml").read_text())
+    edited = nvrtc_compile.apply_edits(nvrtc_compile.kernel_source(), doc["edits"], "acq_rel_fence")
+    assert 'fence.acq_rel.gpu' in edited and 'fence.acq_rel.sys' in edited
+    assert "__threadfence_system()" not in edited
+
+
+def test_apply_edits_names_a_missing_or_repeated_text() -> None:
+    from tracer.errors import UsageError
+
+    src = "a b a"
+    assert nvrtc_compile.apply_edits(src, [{"old": "b", "new": "c"}], "e") == "a c a"
+    with pytest.raises(UsageError, match=r"e: edit 1's old text occurs 2 times"):
+        nvrtc_compile.apply_edits(src, [{"old": "a", "new": "c"}], "e")
+    with pytest.raises(UsageError, match=r"e: edit 2's old text occurs 0 times"):
+        nvrtc_compile.apply_edits(src, [{"old": "b", "new": "c"}, {"old": "zz", "new": ""}], "e")
+    with pytest.raises(UsageError, match="exactly the keys old and new"):
+        nvrtc_compile.apply_edits(src, [{"old": "b"}], "e")
+
+
+@pytest.mark.parametrize("dtype", list(InDtype))
+def test_blocks_per_sm_matches_the_widest_preferred_patch(dtype: InDtype) -> None:
+    """The heuristic's BLOCKS_PER_SM is what the registers of the 4x16 patch allow on sm_90."""
+    from tracer import disasm
+    from tracer.kernelspec import BLOCKS_PER_SM, PREFERRED_PATCHES, THREADS
+
+    elems, rows = PREFERRED_PATCHES[0]
+    cfg = Config(elems * dtype.nbytes, rows)
+    regs = disasm.summary(KernelKey(Variant.NONE, cfg, dtype, OutFormat.E4M3, "sm_90")).registers
+    assert 65536 // (-(-regs // 8) * 8 * THREADS) == BLOCKS_PER_SM, (cfg, regs)

@@ -54,14 +54,33 @@ def test_heuristic_always_fits_the_shape(dtype: InDtype, shape: tuple[int, int],
 def test_heuristic_prefers_measured_patches_and_depends_on_sm_count() -> None:
     assert pick_config(InDtype.BF16, 8192, 8192, 132) == Config(8, 16)  # 4 bf16 x 16 rows per thread
     assert pick_config(InDtype.FP32, 8192, 8192, 132) == Config(16, 16)  # the same patch in fp32
-    # 18x15 = 270 tiles of 128x128: enough for 2 waves of 132 SMs, not of 170 or 188.
-    assert pick_config(InDtype.BF16, 2304, 1920, 132) == Config(8, 16)
-    assert pick_config(InDtype.BF16, 2304, 1920, 170) == Config(8, 8)
-    assert pick_config(InDtype.BF16, 2304, 1920, 188) == Config(8, 8)
-    # Too small for 2 waves of any preferred patch: the preferred patch with the most tiles.
+    # 18x15 = 270 tiles of 128x128: fewer than fit at once (4 x SMs), and at least one per SM.
+    for sms in (132, 170, 188):
+        assert pick_config(InDtype.BF16, 2304, 1920, sms) == Config(8, 16)
+    # 4096x4096: 1024 tiles of 128x128 would be a short second round on 132 SMs (528 at once), and
+    # on 170 or 188 SMs: the 64x128 patch (2048 tiles) instead. On 300 SMs 1024 tiles fit at once.
+    assert pick_config(InDtype.BF16, 4096, 4096, 132) == Config(8, 8)
+    assert pick_config(InDtype.BF16, 4096, 4096, 188) == Config(8, 8)
+    assert pick_config(InDtype.BF16, 4096, 4096, 300) == Config(8, 16)
+    assert pick_config(InDtype.BF16, 3072, 3072, 132) == Config(8, 8)  # 576 tiles of 128x128
+    assert pick_config(InDtype.BF16, 6144, 6144, 132) == Config(8, 16)  # 2304: over two rounds
+    # 1280 tiles of 128x128: over two rounds on 132 SMs, a short second round on 170 or 188.
+    assert pick_config(InDtype.BF16, 4096, 5120, 132) == Config(8, 16)
+    assert pick_config(InDtype.BF16, 4096, 5120, 170) == pick_config(InDtype.BF16, 4096, 5120, 188) == Config(8, 8)
+    # Fewer tiles than SMs for the wider preferred patches: the first that gives every SM one.
     assert pick_config(InDtype.BF16, 768, 1024, 132) == Config(8, 4)
     # No preferred patch divides 677 columns: every fitting config is a candidate.
     assert pick_config(InDtype.BF16, 1481, 677, 132) == Config(2, 1)
+
+
+def test_default_grid_is_whole_waves_of_at_most_four_tiles_per_block() -> None:
+    from tracer.launch import default_grid
+
+    assert default_grid(528, 1024) == 528  # one wave, about 2 tiles per block
+    assert default_grid(528, 2304) == 1056  # not 576 blocks: a second wave of 48 would run alone
+    assert default_grid(528, 4096) == 1056
+    assert default_grid(528, 100) == 100  # never more blocks than tiles
+    assert default_grid(528, 528 * 4 * 3 + 1) == 528 * 4
 
 
 def test_configs_and_tiles() -> None:

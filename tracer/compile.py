@@ -12,7 +12,7 @@ from pathlib import Path
 
 from cuda.core import Program, ProgramOptions
 
-from tracer.errors import CompileError, ToolMissingError
+from tracer.errors import CompileError, ToolMissingError, UsageError
 from tracer.kernelspec import KernelKey
 
 KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
@@ -96,11 +96,23 @@ def _cache_path(key: KernelKey) -> Path:
     return _cache_dir() / f"{key.variant.value}-{h.hexdigest()[:24]}.cubin"
 
 
-def _core_cubin(key: KernelKey) -> bytes:
-    opts = ProgramOptions(name=str(KERNEL_DIR / KERNEL_FILE), arch=key.arch, std="c++17", lineinfo=True,
-                          define_macro=list(key.macros()))
+def apply_edits(source: str, edits: list[dict[str, str]], what: str) -> str:
+    """source with each {old, new} replacement made; every old text must occur exactly once."""
+    for n, edit in enumerate(edits, 1):
+        if not isinstance(edit, dict) or set(edit) != {"old", "new"}:
+            raise UsageError(f"{what}: edit {n} must have exactly the keys old and new")
+        found = source.count(edit["old"])
+        if found != 1:
+            raise UsageError(f"{what}: edit {n}'s old text occurs {found} times in the kernel source (must be once)")
+        source = source.replace(edit["old"], edit["new"])
+    return source
+
+
+def source_cubin(source: str, key: KernelKey, filename: str) -> bytes:
+    """Cubin of any kernel source with key's macros (uncached: for A/B comparisons of edits)."""
+    opts = ProgramOptions(name=filename, arch=key.arch, std="c++17", lineinfo=True, define_macro=list(key.macros()))
     try:
-        return bytes(Program(kernel_source(), "c++", options=opts).compile("cubin").code)
+        return bytes(Program(source, "c++", options=opts).compile("cubin").code)
     except Exception as exc:  # cuda.core raises its own NVRTCError carrying the log
         if type(exc).__name__ in ("NVRTCError", "CUDAError"):
             raise CompileError(f"NVRTC failed for {describe(key)}: {exc}") from exc
@@ -113,7 +125,7 @@ def cubin(key: KernelKey) -> bytes:
     path = _cache_path(key)
     if path.is_file():
         return path.read_bytes()
-    data = _core_cubin(key)
+    data = source_cubin(kernel_source(), key, str(KERNEL_DIR / KERNEL_FILE))
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)

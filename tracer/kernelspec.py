@@ -12,7 +12,9 @@ from tracer.errors import UsageError, unknown
 THREADS = 256
 WARPS = THREADS // 32
 WIDTHS = (1, 2, 4, 8, 16)
-WAVES = 2  # the heuristic wants at least this many tiles per SM
+# Blocks of the widest preferred patch resident per SM (64 registers x 256 threads on sm_90): the
+# heuristic's estimate of how many tiles run at once.
+BLOCKS_PER_SM = 4
 
 
 class Variant(str, Enum):
@@ -185,8 +187,10 @@ PREFERRED_PATCHES = ((4, 16), (4, 8), (8, 8), (8, 4), (4, 4), (8, 16))
 
 def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
     """The heuristic. Candidates: the preferred patches that fit the shape (widths divide it), else
-    every fitting config, widest first. Take the first candidate that cuts the shape into at least
-    WAVES x num_sms tiles; if none does, the candidate with the most tiles."""
+    every fitting config, widest first. Take the first candidate that gives every SM a tile and does
+    not leave a short second round: more tiles than BLOCKS_PER_SM x num_sms can run at once, but
+    at most twice that (there the next, smaller patch keeps the GPU fuller). If no candidate
+    qualifies, the one with the most tiles."""
     if rows < 1 or cols < 1:
         raise UsageError(f"shape {rows}x{cols}: both dimensions must be >= 1")
     if num_sms < 1:
@@ -194,8 +198,10 @@ def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
     fitting = [c for c in all_configs(dtype) if c.fits(dtype, rows, cols)]
     by_patch = {(c.load_elems(dtype), c.store): c for c in fitting}
     candidates = [by_patch[p] for p in PREFERRED_PATCHES if p in by_patch] or fitting
+    at_once = BLOCKS_PER_SM * num_sms
     for cfg in candidates:
-        if cfg.blocks(dtype, rows, cols) >= WAVES * num_sms:
+        tiles = cfg.blocks(dtype, rows, cols)
+        if tiles >= num_sms and not at_once < tiles <= 2 * at_once:
             return cfg
     return max(candidates, key=lambda c: (c.blocks(dtype, rows, cols), c.load + c.store))
 

@@ -14,8 +14,8 @@ if TYPE_CHECKING:
 
 ALIGN = 16
 MAX_GRID = 2**31 - 1
-# Each block walks up to this many tiles (but there are never fewer blocks than fit on the GPU at
-# once): a fence variant's per-block fence is then paid once per several tiles (docs/benchmarks.md).
+# Each block walks up to this many tiles, in whole waves of resident blocks (docs/benchmarks.md):
+# a fence variant's per-block fence is then paid once per several tiles, and no wave runs nearly empty.
 TILES_PER_BLOCK = 4
 
 
@@ -109,8 +109,7 @@ def cast_transpose(
     grid: int | None = None,
 ) -> CastOutputs:
     """Cast x [M, N] to FP8 rowwise and transposed; amax (float32, 1 element) is max-reduced in place.
-    grid: blocks to launch (default: up to TILES_PER_BLOCK tiles per block, never fewer blocks than
-    are resident at once); each block loops over tiles blockIdx.x, blockIdx.x + grid, ..."""
+    grid: blocks to launch (default: default_grid); each block loops over tiles blockIdx.x, blockIdx.x + grid, ..."""
     import torch
 
     if not x.is_cuda:
@@ -133,25 +132,36 @@ def cast_transpose(
     return CastOutputs(row, col, cfg)
 
 
+def blocks_per_gpu(kernel: Any, device_index: int) -> int:
+    """Blocks of kernel that fit on the whole GPU at once."""
+    per_sm = kernel.occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
+    return max(1, per_sm) * num_sms(device_index)
+
+
 @lru_cache(maxsize=None)
 def resident_blocks(key: KernelKey, device_index: int) -> int:
-    """Blocks that fit on the whole GPU at once."""
-    per_sm = _kernel(key, device_index).occupancy.max_active_blocks_per_multiprocessor(THREADS, 0)
-    return max(1, per_sm) * num_sms(device_index)
+    return blocks_per_gpu(_kernel(key, device_index), device_index)
+
+
+def default_grid(resident: int, tiles: int) -> int:
+    """The fewest whole waves of resident blocks that leave no block more than TILES_PER_BLOCK tiles."""
+    waves = max(1, -(-tiles // (TILES_PER_BLOCK * resident)))
+    return min(tiles, waves * resident, MAX_GRID)
 
 
 def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv: int, amax: int,
                rows: int, cols: int, device_index: int, stream_handle: int, grid: int | None = None) -> None:
     import numpy as np
-    from cuda.core import LaunchConfig, launch
 
-    kernel = _kernel(key, device_index)
     if grid is not None and grid < 1:
         raise UsageError(f"grid={grid} must be >= 1 block")
     tiles = key.config.blocks(key.in_dtype, rows, cols)
-    if grid is None:
-        grid = max(resident_blocks(key, device_index), -(-tiles // TILES_PER_BLOCK))
-    blocks = min(tiles, grid, MAX_GRID)
-    cfg = LaunchConfig(grid=blocks, block=THREADS)
-    launch(_core_stream(device_index, stream_handle), cfg, kernel, x, row, col, scale, scale_inv, amax,
-           np.int32(rows), np.int32(cols))
+    blocks = default_grid(resident_blocks(key, device_index), tiles) if grid is None else min(tiles, grid, MAX_GRID)
+    launch_kernel(_kernel(key, device_index), blocks, (x, row, col, scale, scale_inv, amax, np.int32(rows), np.int32(cols)),
+                  device_index, stream_handle)
+
+
+def launch_kernel(kernel: Any, blocks: int, args: tuple[Any, ...], device_index: int, stream_handle: int) -> None:
+    from cuda.core import LaunchConfig, launch
+
+    launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *args)

@@ -71,8 +71,9 @@ def test_any_grid_walks_every_tile(grid: int) -> None:
 def test_config_of_a_170_sm_gpu_can_be_forced() -> None:
     from tracer.kernelspec import pick_config
 
-    cfg = pick_config(InDtype.BF16, 2304, 1920, 170)
-    x = _random_input(2304, 1920, InDtype.BF16, seed=3)
+    cfg = pick_config(InDtype.BF16, 4096, 5120, 170)
+    assert cfg != pick_config(InDtype.BF16, 4096, 5120, 132)
+    x = _random_input(4096, 5120, InDtype.BF16, seed=3)
     assert run_and_check(x, OutFormat.E4M3, Variant.DEVICE_BEFORE_ATOMIC, cfg) == cfg
 
 

@@ -122,7 +122,7 @@ def report_data(store: Store, baseline: str | None) -> dict:
 
 def format_report(d: dict) -> str:
     lines = [f"campaign {d['campaign']} (baseline {d['baseline'] or '-'}) on {d['gpu'] or 'cpu'}",
-             f"{'cell':<28} {'fail/trials':>12} {'rate':>8} {'95% interval':>22} {'p vs base (Holm)':>18}"]
+             f"{'cell':<28} {'fail/trials':>12} {'rate':>8} {'95% interval':>22} {'p fewer than base (Holm)':>25}"]
     for r in d["cells"]:
         if "rate" not in r:
             lines.append(f"{r['cell']:<28} {'no trials yet':>12}")
@@ -130,8 +130,11 @@ def format_report(d: dict) -> str:
         lo, hi = r["ci95"]
         ci = f"[0, {hi:.4f}] one-sided" if r["one_sided"] else f"[{lo:.4f}, {hi:.4f}]"
         p = f"{r['p_vs_baseline']:.3g} ({r['p_holm']:.3g})" if r.get("p_holm") is not None else "-"
-        lines.append(f"{r['cell']:<28} {r['failures']:>5}/{r['trials']:<6} {r['rate']:>8.4f} {ci:>22} {p:>18}"
+        lines.append(f"{r['cell']:<28} {r['failures']:>5}/{r['trials']:<6} {r['rate']:>8.4f} {ci:>22} {p:>25}"
                      + (f"  sprt: {r['sprt']}" if "sprt" in r else "") + (f"  crashed {r['crashed']}" if r["crashed"] else ""))
+    if d["baseline"]:
+        lines.append(f"p: one-sided Fisher exact test that the cell fails less often than {d['baseline']} (near 1 when it fails "
+                     "as often or more), Holm-adjusted over the cells.")
     n1, n01 = d["trials_needed"]["1%"], d["trials_needed"]["0.1%"]
     lines.append(f"what 0 failures proves: an upper bound of about 3/N; claiming a rate below 1% needs {n1} "
                  f"failure-free trials, below 0.1% needs {n01}.")

@@ -6,6 +6,7 @@ import argparse
 from tracer import compile as nvrtc_compile
 from tracer import disasm
 from tracer.kernelspec import (
+    BLOCKS_PER_SM,
     PREFERRED_PATCHES,
     VARIANT_DOC,
     Config,
@@ -84,8 +85,9 @@ def cmd_list(args: argparse.Namespace) -> int:
         print(f"  {str(cfg):<6} tile {tm}x{tn}")
     print("\nEach thread loads STORE rows x LOAD bytes, writes the rows' FP8 from registers and the columns'")
     print("STORE-byte vectors through shared memory. Heuristic: the first fitting config of the preferred")
-    print("patches (elements per row x rows: " + ", ".join(f"{e}x{r}" for e, r in PREFERRED_PATCHES) + ") with at least")
-    print("2 tiles per SM, else the one with the most tiles (see `tracer kernels config`).")
+    print("patches (elements per row x rows: " + ", ".join(f"{e}x{r}" for e, r in PREFERRED_PATCHES) + ") that gives")
+    print(f"every SM a tile and does not leave a short second round (more than {BLOCKS_PER_SM} x SMs tiles, at most")
+    print("twice that); else the one with the most tiles (see `tracer kernels config`).")
     return 0
 
 
