@@ -47,8 +47,6 @@ def sources(edits: list[str], files: list[str]) -> dict[str, str]:
 
 def runner(kernel: object, key: KernelKey, xs: list[torch.Tensor], scale: torch.Tensor, sinv: torch.Tensor,
            amax: torch.Tensor) -> Runner:
-    import numpy as np
-
     rows, cols = xs[0].shape
     blocks = default_grid(blocks_per_gpu(kernel, 0), key.config.blocks(key.in_dtype, rows, cols))
     outs = [(torch.empty(rows, cols, dtype=torch.float8_e4m3fn, device="cuda"),
@@ -58,7 +56,7 @@ def runner(kernel: object, key: KernelKey, xs: list[torch.Tensor], scale: torch.
     def run(i: int) -> tuple[torch.Tensor, torch.Tensor]:
         x, (row, col) = xs[i % ROTATE], outs[i % ROTATE]
         launch_kernel(kernel, blocks, (x.data_ptr(), row.data_ptr(), col.data_ptr(), scale.data_ptr(), sinv.data_ptr(),
-                                       amax.data_ptr(), np.int32(rows), np.int32(cols)), 0, stream)
+                                       amax.data_ptr()), rows, cols, 0, stream)
         return row, col
 
     return run
@@ -72,12 +70,13 @@ def contender(label: str, cubin: bytes, key: KernelKey, xs: list[torch.Tensor], 
     kernel = ObjectCode.from_cubin(cubin).get_kernel(nvrtc_compile.KERNEL_NAME)
     sinv, amax, ref_sinv, ref_amax = (torch.zeros(1, device="cuda") for _ in range(4))
     ref = cast_transpose(xs[0], scale, ref_sinv, ref_amax, variant=key.variant, config=key.config)
-    got = runner(kernel, key, xs, scale, sinv, amax)(0)
+    run = runner(kernel, key, xs, scale, sinv, amax)
+    got = run(0)
     torch.cuda.synchronize()
     pairs = [*zip(got, (ref.rowwise, ref.columnwise)), (amax, ref_amax), (sinv, ref_sinv)]
     if not all(torch.equal(a.view(torch.uint8), b.view(torch.uint8)) for a, b in pairs):
         raise SystemExit(f"bench_kernel_ab: {label} {key.variant.value} {key.config} differs from the installed kernel")
-    return runner(kernel, key, xs, scale, torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda"))
+    return run
 
 
 def bench_shape(srcs: dict[str, str], configs: list[Config] | None, variants: list[Variant], rows: int, cols: int) -> list[dict]:

@@ -151,17 +151,19 @@ def default_grid(resident: int, tiles: int) -> int:
 
 def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv: int, amax: int,
                rows: int, cols: int, device_index: int, stream_handle: int, grid: int | None = None) -> None:
-    import numpy as np
-
     if grid is not None and grid < 1:
         raise UsageError(f"grid={grid} must be >= 1 block")
     tiles = key.config.blocks(key.in_dtype, rows, cols)
     blocks = default_grid(resident_blocks(key, device_index), tiles) if grid is None else min(tiles, grid, MAX_GRID)
-    launch_kernel(_kernel(key, device_index), blocks, (x, row, col, scale, scale_inv, amax, np.int32(rows), np.int32(cols)),
+    launch_kernel(_kernel(key, device_index), blocks, (x, row, col, scale, scale_inv, amax), rows, cols,
                   device_index, stream_handle)
 
 
-def launch_kernel(kernel: Any, blocks: int, args: tuple[Any, ...], device_index: int, stream_handle: int) -> None:
+def launch_kernel(kernel: Any, blocks: int, pointers: tuple[int, int, int, int, int, int], rows: int, cols: int,
+                  device_index: int, stream_handle: int) -> None:
+    """Launch a compiled cast_transpose; pointers: x, rowwise, columnwise, scale, scale_inv, amax."""
+    import numpy as np
     from cuda.core import LaunchConfig, launch
 
-    launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *args)
+    launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *pointers,
+           np.int32(rows), np.int32(cols))
