@@ -3,6 +3,7 @@ fence variant, and the torch composite (to(float8) + .t().contiguous() + abs().a
 
 Effective bandwidth counts bytes read + written once. Usage:
     python scripts/bench_cast_transpose.py [--shapes 4096x4096,8192x8192] [--json OUT.json]
+    python scripts/bench_cast_transpose.py --floor [SHAPES] [--floor-config 8/8]   # what a fence adds, in us
 """
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ from collections.abc import Callable
 
 import torch
 
-from tracer.kernelspec import FENCE_VARIANTS, InDtype, OutFormat, Variant, all_configs
+from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
+from tracer.commands.kernels import parse_shape
+from tracer.errors import TracerError
 from tracer.launch import cast_transpose
 
 ROTATE = 4  # input sets rotated so that repeated runs do not measure the 60 MB L2
@@ -89,17 +92,20 @@ def sweep(rows: int, cols: int) -> list[dict]:
 GRID_VARIANTS = (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC, Variant.SYSTEM_BEFORE_ATOMIC, Variant.DEVICE_BEFORE_RETURN)
 
 
-def grid_sweep(rows: int, cols: int) -> list[dict]:
+def grid_sweep(rows: int, cols: int, blocks: list[int]) -> list[dict]:
     """Launch policies side by side: 1, 2, 4 or 8 tiles per block and persistent grids (1x and 2x the
-    resident blocks), for `none` and the fences that cost most; the fence is paid once per block."""
-    from tracer.kernelspec import KernelKey, pick_config
-    from tracer.launch import device_arch, num_sms, resident_blocks
+    resident blocks), or the given block counts, for `none` and the fences that cost most; the fence
+    is paid once per block."""
+    from tracer.kernelspec import pick_config
+    from tracer.launch import num_sms
 
     cfg = pick_config(InDtype.BF16, rows, cols, num_sms())
-    resident = resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
+    fit = resident(cfg)
     xs, scale, sinv, amax = inputs(rows, cols)
     tiles = cfg.blocks(InDtype.BF16, rows, cols)
-    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 3, 4, 8)] + [("resident", resident), ("2x resident", 2 * resident)]
+    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 3, 4, 8)] + [("resident", fit), ("2x resident", 2 * fit)]
+    if blocks:
+        policies = [(f"{b} blocks", b) for b in blocks]
     fns: dict[str, Callable[[int], object]] = {}
     for name, grid in policies:
         for v in GRID_VARIANTS:
@@ -113,17 +119,82 @@ def grid_sweep(rows: int, cols: int) -> list[dict]:
     return out
 
 
+FLOOR_VARIANTS = (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC, Variant.SYSTEM_BEFORE_ATOMIC, Variant.DEVICE_BEFORE_RETURN,
+                  Variant.DEVICE_THREAD0_ONLY)
+FLOOR_SHAPES = "8x128,64x128,64x16896,1280x4224,2048x4096,4096x4096,4096x8192,8192x8192"
+
+
+def floor_table(shapes: str, config: str) -> list[dict]:
+    """What a fence adds to a launch, in us, from one tile up to many waves at one config: if it is a
+    fixed wait at the end of each wave, the added us stay flat while the launch grows."""
+    cfg = Config.parse(config)
+    dims = [parse_shape(s) for s in shapes.split(",")]
+    for rows, cols in dims:
+        cfg.check_shape(InDtype.BF16, rows, cols)
+    return [row for rows, cols in dims for row in floor_shape(rows, cols, cfg)]
+
+
+def floor_shape(rows: int, cols: int, cfg: Config) -> list[dict]:
+    from tracer.launch import default_grid
+
+    xs, scale, sinv, amax = inputs(rows, cols)
+    fns: dict[str, Callable[[int], object]] = {
+        v.value: lambda i, v=v: cast_transpose(xs[i % ROTATE], scale, sinv, amax, variant=v, config=cfg)
+        for v in FLOOR_VARIANTS}
+    ms = time_many(fns)
+    tiles = cfg.blocks(InDtype.BF16, rows, cols)
+    blocks = default_grid(resident(cfg), tiles)
+    return [{"shape": f"{rows}x{cols}", "config": str(cfg), "tiles": tiles, "blocks": blocks, "variant": name,
+             "us": 1e3 * t, "added_us": 1e3 * (t - ms["none"]), "pct": 100 * (t / ms["none"] - 1)}
+            for name, t in ms.items()]
+
+
+def resident(cfg: Config) -> int:
+    from tracer.kernelspec import KernelKey
+    from tracer.launch import device_arch, resident_blocks
+
+    return resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
+
+
+def added(d: dict) -> str:
+    return f"+{d['added_us']:.2f} us ({d['pct']:+.1f}%)"
+
+
+def print_floor(rows: list[dict]) -> None:
+    print(f"fence floor ({rows[0]['config']}): us per launch, and what each fence adds to `none`")
+    print(f"{'shape':<11} {'tiles':>6} {'blocks':>6} {'none us':>8} " + " ".join(f"{v.value:>22}" for v in FLOOR_VARIANTS[1:]))
+    for i in range(0, len(rows), len(FLOOR_VARIANTS)):
+        group = rows[i:i + len(FLOOR_VARIANTS)]
+        cells = " ".join(f"{added(d):>22}" for d in group[1:])
+        print(f"{group[0]['shape']:<11} {group[0]['tiles']:>6} {group[0]['blocks']:>6} {group[0]['us']:8.2f} {cells}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--shapes", default="4096x4096,8192x8192")
     ap.add_argument("--sweep", action="store_true", help="also time every config of the none variant")
     ap.add_argument("--sweep-only", action="store_true", help="only the config sweep (no fence table)")
-    ap.add_argument("--grid-sweep", action="store_true", help="also compare launch policies (blocks per tile)")
+    ap.add_argument("--grid-sweep", nargs="?", const="", metavar="BLOCKS",
+                    help="also compare launch policies (tiles per block; or the given block counts, e.g. 512,660)")
+    ap.add_argument("--floor", nargs="?", const=FLOOR_SHAPES, metavar="SHAPES",
+                    help=f"only what each fence adds per launch, from one tile up (default shapes {FLOOR_SHAPES})")
+    ap.add_argument("--floor-config", default="8/8", help="config of the --floor launches (default 8/8)")
     ap.add_argument("--json")
     args = ap.parse_args()
     if not torch.cuda.is_available():
         print("bench_cast_transpose: no CUDA GPU visible", file=sys.stderr)
         return 4
+    if args.floor:
+        try:
+            floor = floor_table(args.floor, args.floor_config)
+        except TracerError as exc:
+            print(f"bench_cast_transpose: {exc}", file=sys.stderr)
+            return 2
+        print_floor(floor)
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump({"floor": floor}, fh, indent=1)
+        return 0
     rows_all = []
     for shape in [] if args.sweep_only else args.shapes.split(","):
         r, c = (int(v) for v in shape.split("x"))
@@ -147,13 +218,14 @@ def main() -> int:
             print(f"config sweep {shape} (none): " + ", ".join(f"{d['config']} {d['GBps']:.0f}" for d in res[:6])
                   + f" ... heuristic picks {picked} ({next(d['GBps'] for d in res if d['config'] == picked):.0f} GB/s)")
     grids = []
-    if args.grid_sweep:
+    if args.grid_sweep is not None:
+        counts = [int(b) for b in args.grid_sweep.split(",") if b]
         for shape in args.shapes.split(","):
             r, c = (int(v) for v in shape.split("x"))
-            res = grid_sweep(r, c)
+            res = grid_sweep(r, c, counts)
             grids += res
             for d in res:
-                print(f"grid {d['shape']} {d['grid']:<12} ({d['blocks']:>5} blocks) {d['variant']:<22} {d['GBps']:7.0f} GB/s")
+                print(f"grid {d['shape']} {d['grid']:<12} ({d['blocks']:>5} blocks) {d['variant']:<22} {d['GBps']:7.0f} GB/s {1e3 * d['ms']:7.2f} us")
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"results": rows_all, "sweep": sweeps, "grid": grids}, fh, indent=1)
