@@ -17,7 +17,7 @@ import torch
 
 from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
 from tracer.commands.kernels import parse_shape
-from tracer.errors import TracerError
+from tracer.errors import TracerError, UsageError
 from tracer.launch import cast_transpose
 
 ROTATE = 4  # input sets rotated so that repeated runs do not measure the 60 MB L2
@@ -100,12 +100,13 @@ def grid_sweep(rows: int, cols: int, blocks: list[int]) -> list[dict]:
     from tracer.launch import num_sms
 
     cfg = pick_config(InDtype.BF16, rows, cols, num_sms())
-    fit = resident(cfg)
     xs, scale, sinv, amax = inputs(rows, cols)
     tiles = cfg.blocks(InDtype.BF16, rows, cols)
-    policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 3, 4, 8)] + [("resident", fit), ("2x resident", 2 * fit)]
     if blocks:
         policies = [(f"{b} blocks", b) for b in blocks]
+    else:
+        fit = resident(cfg)
+        policies = [(f"{k} tiles/block", -(-tiles // k)) for k in (1, 2, 3, 4, 8)] + [("resident", fit), ("2x resident", 2 * fit)]
     fns: dict[str, Callable[[int], object]] = {}
     for name, grid in policies:
         for v in GRID_VARIANTS:
@@ -119,8 +120,7 @@ def grid_sweep(rows: int, cols: int, blocks: list[int]) -> list[dict]:
     return out
 
 
-FLOOR_VARIANTS = (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC, Variant.SYSTEM_BEFORE_ATOMIC, Variant.DEVICE_BEFORE_RETURN,
-                  Variant.DEVICE_THREAD0_ONLY)
+FLOOR_VARIANTS = (*GRID_VARIANTS, Variant.DEVICE_THREAD0_ONLY)
 FLOOR_SHAPES = "8x128,64x128,64x16896,1280x4224,2048x4096,4096x4096,4096x8192,8192x8192"
 
 
@@ -184,20 +184,35 @@ def main() -> int:
     if not torch.cuda.is_available():
         print("bench_cast_transpose: no CUDA GPU visible", file=sys.stderr)
         return 4
-    if args.floor:
-        try:
-            floor = floor_table(args.floor, args.floor_config)
-        except TracerError as exc:
-            print(f"bench_cast_transpose: {exc}", file=sys.stderr)
-            return 2
-        print_floor(floor)
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump({"floor": floor}, fh, indent=1)
-        return 0
+    try:
+        doc = run_floor(args) if args.floor else run_tables(args)
+    except TracerError as exc:
+        print(f"bench_cast_transpose: {exc}", file=sys.stderr)
+        return 2
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(doc, fh, indent=1)
+    return 0
+
+
+def run_floor(args: argparse.Namespace) -> dict:
+    floor = floor_table(args.floor, args.floor_config)
+    print_floor(floor)
+    return {"floor": floor}
+
+
+def block_counts(text: str) -> list[int]:
+    counts = [b for b in text.split(",") if b]
+    if not all(b.isdigit() and int(b) > 0 for b in counts):
+        raise UsageError(f"--grid-sweep {text!r} is not a comma-separated list of positive block counts, e.g. 512,660")
+    return [int(b) for b in counts]
+
+
+def run_tables(args: argparse.Namespace) -> dict:
+    shapes = [parse_shape(s) for s in args.shapes.split(",")]
+    counts = block_counts(args.grid_sweep) if args.grid_sweep is not None else []
     rows_all = []
-    for shape in [] if args.sweep_only else args.shapes.split(","):
-        r, c = (int(v) for v in shape.split("x"))
+    for r, c in [] if args.sweep_only else shapes:
         rows_all += bench_shape(r, c)
     print(f"device: {torch.cuda.get_device_name()}  ({torch.cuda.get_device_properties(0).multi_processor_count} SMs)")
     print(f"{'shape':<10} {'what':<24} {'ms':>8} {'GB/s':>8} {'% copy':>7} {'vs none':>8}")
@@ -210,26 +225,20 @@ def main() -> int:
         from tracer.kernelspec import pick_config
         from tracer.launch import num_sms
 
-        for shape in args.shapes.split(","):
-            r, c = (int(v) for v in shape.split("x"))
+        for r, c in shapes:
             res = sorted(sweep(r, c), key=lambda d: d["ms"])
             sweeps += res
             picked = str(pick_config(InDtype.BF16, r, c, num_sms()))
-            print(f"config sweep {shape} (none): " + ", ".join(f"{d['config']} {d['GBps']:.0f}" for d in res[:6])
+            print(f"config sweep {r}x{c} (none): " + ", ".join(f"{d['config']} {d['GBps']:.0f}" for d in res[:6])
                   + f" ... heuristic picks {picked} ({next(d['GBps'] for d in res if d['config'] == picked):.0f} GB/s)")
     grids = []
     if args.grid_sweep is not None:
-        counts = [int(b) for b in args.grid_sweep.split(",") if b]
-        for shape in args.shapes.split(","):
-            r, c = (int(v) for v in shape.split("x"))
+        for r, c in shapes:
             res = grid_sweep(r, c, counts)
             grids += res
             for d in res:
                 print(f"grid {d['shape']} {d['grid']:<12} ({d['blocks']:>5} blocks) {d['variant']:<22} {d['GBps']:7.0f} GB/s {1e3 * d['ms']:7.2f} us")
-    if args.json:
-        with open(args.json, "w") as fh:
-            json.dump({"results": rows_all, "sweep": sweeps, "grid": grids}, fh, indent=1)
-    return 0
+    return {"results": rows_all, "sweep": sweeps, "grid": grids}
 
 
 if __name__ == "__main__":
