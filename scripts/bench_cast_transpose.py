@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import torch
 
-from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
+from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
 from tracer.commands.kernels import parse_shape
 from tracer.errors import TracerError, UsageError
-from tracer.launch import cast_transpose
+from tracer.kernel.launch import cast_transpose
 
 ROTATE = 4  # input sets rotated so that repeated runs do not measure the 60 MB L2
 COPY = "d2d copy (same bytes)"
@@ -96,8 +96,8 @@ def grid_sweep(rows: int, cols: int, blocks: list[int]) -> list[dict]:
     """Launch policies side by side: 1, 2, 4 or 8 tiles per block and persistent grids (1x and 2x the
     resident blocks), or the given block counts, for `none` and the fences that cost most; the fence
     is paid once per block."""
-    from tracer.kernelspec import pick_config
-    from tracer.launch import num_sms
+    from tracer.kernel.spec import pick_config
+    from tracer.kernel.launch import num_sms
 
     cfg = pick_config(InDtype.BF16, rows, cols, num_sms())
     xs, scale, sinv, amax = inputs(rows, cols)
@@ -135,7 +135,7 @@ def floor_table(shapes: str, config: str) -> list[dict]:
 
 
 def floor_shape(rows: int, cols: int, cfg: Config) -> list[dict]:
-    from tracer.launch import default_grid
+    from tracer.kernel.launch import default_grid
 
     xs, scale, sinv, amax = inputs(rows, cols)
     fns: dict[str, Callable[[int], object]] = {
@@ -150,8 +150,8 @@ def floor_shape(rows: int, cols: int, cfg: Config) -> list[dict]:
 
 
 def resident(cfg: Config) -> int:
-    from tracer.kernelspec import KernelKey
-    from tracer.launch import device_arch, resident_blocks
+    from tracer.kernel.spec import KernelKey
+    from tracer.kernel.launch import device_arch, resident_blocks
 
     return resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
 
@@ -222,8 +222,8 @@ def run_tables(args: argparse.Namespace) -> dict:
               f"{r['ms'] / none[r['shape']]:7.3f}x")
     sweeps = []
     if args.sweep or args.sweep_only:
-        from tracer.kernelspec import pick_config
-        from tracer.launch import num_sms
+        from tracer.kernel.spec import pick_config
+        from tracer.kernel.launch import num_sms
 
         for r, c in shapes:
             res = sorted(sweep(r, c), key=lambda d: d["ms"])

@@ -24,9 +24,9 @@ import torch
 import yaml
 from bench_cast_transpose import ROTATE, inputs, time_many
 
-from tracer import compile as nvrtc_compile
-from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, parse_variant, pick_config
-from tracer.launch import blocks_per_gpu, cast_transpose, default_grid, device_arch, launch_kernel, num_sms
+from tracer.kernel import compile as nvrtc_compile
+from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, parse_variant, pick_config
+from tracer.kernel.launch import blocks_per_gpu, cast_transpose, default_grid, device_arch, launch_kernel, num_sms
 
 Runner = Callable[[int], tuple[torch.Tensor, torch.Tensor]]
 

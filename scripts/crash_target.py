@@ -7,8 +7,8 @@ import signal
 
 import torch
 
-from tracer.kernelspec import Config, Variant
-from tracer.launch import cast_transpose
+from tracer.kernel.spec import Config, Variant
+from tracer.kernel.launch import cast_transpose
 
 x = torch.randn(1024, 1024, device="cuda").to(torch.bfloat16)
 scale, sinv, amax = torch.ones(2, device="cuda"), torch.zeros(1, device="cuda"), torch.zeros(1, device="cuda")

@@ -6,8 +6,8 @@ import sys
 
 import torch
 
-from tracer.kernelspec import Config
-from tracer.launch import cast_transpose
+from tracer.kernel.spec import Config
+from tracer.kernel.launch import cast_transpose
 
 rows, cols = (int(v) for v in sys.argv[1].split("x"))
 cfg = Config.parse(sys.argv[2]) if len(sys.argv) > 2 else None

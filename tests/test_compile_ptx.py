@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tracer import compile as nvrtc_compile
-from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, all_configs
+from tracer.kernel import compile as nvrtc_compile
+from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, KernelKey, OutFormat, Variant, all_configs
 
 ARCHS = ("sm_90", "sm_120")
 FENCE = re.compile(r"^\s*(membar\.(cta|gl|sys)|fence\.\S+)")
@@ -147,8 +147,8 @@ def test_apply_edits_names_a_missing_or_repeated_text() -> None:
 @pytest.mark.parametrize("dtype", list(InDtype))
 def test_blocks_per_sm_matches_the_widest_preferred_patch(dtype: InDtype) -> None:
     """The heuristic's BLOCKS_PER_SM is what the registers of the 4x16 patch allow on sm_90."""
-    from tracer import disasm
-    from tracer.kernelspec import BLOCKS_PER_SM, PREFERRED_PATCHES, THREADS
+    from tracer.kernel import disasm
+    from tracer.kernel.spec import BLOCKS_PER_SM, PREFERRED_PATCHES, THREADS
 
     elems, rows = PREFERRED_PATCHES[0]
     cfg = Config(elems * dtype.nbytes, rows)

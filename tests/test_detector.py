@@ -5,10 +5,10 @@ import math
 import pytest
 import torch
 
-from tracer.detector import (Check, Detector, Measure, Rule, Where, codes_mismatch, exact_diff, norm_ratio,
+from tracer.fp8.detector import (Check, Detector, Measure, Rule, Where, codes_mismatch, exact_diff, norm_ratio,
                              relative_error)
-from tracer.fp8ref import torch_cast
-from tracer.kernelspec import OutFormat
+from tracer.fp8.ref import torch_cast
+from tracer.kernel.spec import OutFormat
 
 
 def _pair(m: Measure) -> tuple[bool, float]:
@@ -67,7 +67,7 @@ def test_summary_reports_worst_and_first_failure() -> None:
 
 
 def test_amax_reference_ignores_nan_and_keeps_inf_like_the_kernel() -> None:
-    from tracer.fp8ref import amax_of
+    from tracer.fp8.ref import amax_of
 
     x = torch.tensor([1.0, float("nan"), -3.0, 2.5], dtype=torch.bfloat16)
     assert amax_of(x).item() == 3.0

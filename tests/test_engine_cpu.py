@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tracer.detector import Check
+from tracer.fp8.detector import Check
 from tracer.workloads.engine import Engine
 from tracer.workloads.runner import format_report, run_workload
 from tracer.workloads.spec import load_workload

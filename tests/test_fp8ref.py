@@ -7,8 +7,8 @@ import struct
 import pytest
 import torch
 
-from tracer.fp8ref import decode, py_cast, reference_cast_transpose, torch_cast
-from tracer.kernelspec import OutFormat
+from tracer.fp8.ref import decode, py_cast, reference_cast_transpose, torch_cast
+from tracer.kernel.spec import OutFormat
 
 EDGES = [
     0.0, -0.0, 1.0, -1.0, 0.3, -0.3, 448.0, 449.0, 464.0, 480.0, 500.0, 57344.0, 61440.0, 1e30, -1e30,

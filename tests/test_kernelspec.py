@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from tracer.errors import UsageError
-from tracer.kernelspec import (
+from tracer.kernel.spec import (
     FENCE_VARIANTS,
     Config,
     InDtype,
@@ -74,7 +74,7 @@ def test_heuristic_prefers_measured_patches_and_depends_on_sm_count() -> None:
 
 
 def test_default_grid_is_whole_waves_of_at_most_four_tiles_per_block() -> None:
-    from tracer.launch import default_grid
+    from tracer.kernel.launch import default_grid
 
     assert default_grid(528, 1024) == 528  # one wave, about 2 tiles per block
     assert default_grid(528, 2304) == 1056  # not 576 blocks: a second wave of 48 would run alone

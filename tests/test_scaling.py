@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from tracer.kernelspec import OutFormat
-from tracer.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig, Role, ScalingState, compute_scale, history_amax
+from tracer.kernel.spec import OutFormat
+from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig, Role, ScalingState, compute_scale, history_amax
 
 
 def test_compute_scale_hand_values() -> None:

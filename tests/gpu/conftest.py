@@ -15,9 +15,9 @@ def precompile_kernels() -> None:
         return
     if not torch.cuda.is_available():
         return
-    from tracer import compile as nvrtc_compile
-    from tracer.kernelspec import Config, InDtype, KernelKey, OutFormat, Variant, all_configs, pick_config
-    from tracer.launch import device_arch, num_sms
+    from tracer.kernel import compile as nvrtc_compile
+    from tracer.kernel.spec import Config, InDtype, KernelKey, OutFormat, Variant, all_configs, pick_config
+    from tracer.kernel.launch import device_arch, num_sms
 
     arch, sms = device_arch(), num_sms()
     shapes = [(2048, 12288), (768, 1024), (256, 65536), (65536, 128), (256, 256), (120, 2080), (1481, 677), (1, 3221),

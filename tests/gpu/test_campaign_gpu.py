@@ -54,8 +54,8 @@ def test_fence_ablation_campaign(tmp_path: Path) -> None:
 
 def _graph(variant: str, checks: frozenset | None = None):  # type: ignore[no-untyped-def]
     from tracer.campaign.graphed import TrialGraph
-    from tracer.detector import Check
-    from tracer.kernelspec import parse_variant
+    from tracer.fp8.detector import Check
+    from tracer.kernel.spec import parse_variant
     from tracer.workloads.engine import Engine
     from tracer.workloads.spec import load_workload
 

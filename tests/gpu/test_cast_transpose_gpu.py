@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tracer.fp8ref import reference_cast_transpose  # noqa: E402
-from tracer.kernelspec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs  # noqa: E402
+from tracer.fp8.ref import reference_cast_transpose  # noqa: E402
+from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs  # noqa: E402
 
 pytestmark = pytest.mark.gpu
 
@@ -26,7 +26,7 @@ def _random_input(rows: int, cols: int, dtype: InDtype, seed: int) -> torch.Tens
 
 
 def run_and_check(x: torch.Tensor, fmt: OutFormat, variant: Variant, config: Config | None, grid: int | None = None) -> Config:
-    from tracer.launch import cast_transpose, torch_fp8_dtype
+    from tracer.kernel.launch import cast_transpose, torch_fp8_dtype
 
     rows, cols = x.shape
     scale = torch.tensor([1.7 if fmt is OutFormat.E4M3 else 3.1, 0.0], device="cuda")
@@ -69,7 +69,7 @@ def test_any_grid_walks_every_tile(grid: int) -> None:
 
 
 def test_config_of_a_170_sm_gpu_can_be_forced() -> None:
-    from tracer.kernelspec import pick_config
+    from tracer.kernel.spec import pick_config
 
     cfg = pick_config(InDtype.BF16, 4096, 5120, 170)
     assert cfg != pick_config(InDtype.BF16, 4096, 5120, 132)
@@ -78,7 +78,7 @@ def test_config_of_a_170_sm_gpu_can_be_forced() -> None:
 
 
 def test_amax_accumulates_across_launches() -> None:
-    from tracer.launch import cast_transpose
+    from tracer.kernel.launch import cast_transpose
 
     amax = torch.zeros(1, device="cuda")
     scale = torch.ones(1, device="cuda")

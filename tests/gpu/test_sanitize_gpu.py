@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tracer.cli import main
-from tracer.kernelspec import FENCE_VARIANTS
+from tracer.kernel.spec import FENCE_VARIANTS
 
 pytestmark = pytest.mark.gpu
 RESULTS = Path(os.environ.get("TRACER_RESULTS", "/tmp"))

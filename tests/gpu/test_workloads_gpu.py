@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tracer.kernelspec import FENCE_VARIANTS, Variant
+from tracer.kernel.spec import FENCE_VARIANTS, Variant
 from tracer.workloads.runner import format_report, run_workload
 from tracer.workloads.spec import load_workload
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracer.detector import Check, Measure, Where
+from tracer.fp8.detector import Check, Measure, Where
 
 if TYPE_CHECKING:
     from tracer.workloads.engine import Engine

@@ -7,9 +7,9 @@ from itertools import product
 from pathlib import Path
 from typing import Any
 
-from tracer.detector import Check
+from tracer.fp8.detector import Check
 from tracer.errors import ProfileError, UsageError
-from tracer.kernelspec import Config, InDtype, Variant
+from tracer.kernel.spec import Config, InDtype, Variant
 from tracer.profiles import PROFILE_DIR, Field, load_profile
 
 CPU_WORKLOAD = "cpu_reference"

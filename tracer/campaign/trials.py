@@ -11,7 +11,7 @@ from typing import Any
 
 from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec, Cell
 from tracer.campaign.store import TrialRow
-from tracer.detector import Check, Where
+from tracer.fp8.detector import Check, Where
 
 _ENGINES: dict[str, Any] = {}
 _GRAPHS: dict[str, Any] = {}
@@ -38,8 +38,8 @@ def _cpu_trial(spec: CampaignSpec, cell_id: int, cell: Cell, trial: int) -> tupl
     the statistics have a difference to find."""
     import torch
 
-    from tracer.fp8ref import py_cast, torch_cast
-    from tracer.kernelspec import OutFormat
+    from tracer.fp8.ref import py_cast, torch_cast
+    from tracer.kernel.spec import OutFormat
 
     if trial == spec.data["kill_trial"]:
         os.kill(os.getpid(), signal.SIGKILL)  # a hard kill mid-task, for the executors' crash handling
@@ -57,7 +57,7 @@ def _cpu_trial(spec: CampaignSpec, cell_id: int, cell: Cell, trial: int) -> tupl
 
 def _engine(spec: CampaignSpec, cell: Cell) -> Any:
     if cell.key not in _ENGINES:
-        from tracer.kernelspec import Config, InDtype, parse_variant
+        from tracer.kernel.spec import Config, InDtype, parse_variant
         from tracer.workloads.engine import Engine
         from tracer.workloads.spec import load_workload
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tracer import __version__
 from tracer.capture.demangle import demangle, short_name
-from tracer.trace.model import Interner
+from tracer.interner import Interner
 
 SCHEMA_FOLLOWED = "3.25.0"
 PUSHPOP_RANGE, STARTEND_RANGE, MARK, DOMAIN_CREATE = 59, 60, 34, 75

@@ -63,7 +63,7 @@ def check_gpu() -> list[Finding]:
 
 
 def check_libraries() -> list[Finding]:
-    from tracer.compile import nvrtc_version
+    from tracer.kernel.compile import nvrtc_version
 
     out = []
     try:
@@ -78,7 +78,7 @@ def check_libraries() -> list[Finding]:
 
 
 def check_tools() -> list[Finding]:
-    from tracer.disasm import find_tool
+    from tracer.kernel.disasm import find_tool
     from tracer.errors import ToolMissingError
 
     out = []

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import argparse
 
-from tracer import compile as nvrtc_compile
-from tracer import disasm
-from tracer.kernelspec import (
+from tracer.kernel import compile as nvrtc_compile
+from tracer.kernel import disasm
+from tracer.kernel.spec import (
     BLOCKS_PER_SM,
     PREFERRED_PATCHES,
     VARIANT_DOC,

@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 
 from tracer.errors import ChecksFailed, UsageError
-from tracer.kernelspec import Config, parse_variant
+from tracer.kernel.spec import Config, parse_variant
 from tracer.workloads.spec import WorkloadSpec, load_workload, parse_shape
 
 

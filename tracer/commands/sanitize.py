@@ -64,7 +64,7 @@ def load_all_rules(args: argparse.Namespace) -> tuple[Rule, ...]:
 
 def workload_target(name: str, steps: int | None, shape: str | None,
                     variant: str | None = None) -> tuple[str, list[str], tuple[str, ...]]:
-    from tracer.kernelspec import parse_variant
+    from tracer.kernel.spec import parse_variant
     from tracer.workloads.spec import load_workload
 
     spec = load_workload(name)

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.trace.model import Apis, EventRecord, Interner, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.interner import Interner
+from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 
 import torch
 
-from tracer.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
-from tracer.fp8ref import amax_of, torch_cast
-from tracer.kernelspec import Variant
-from tracer.launch import cast_transpose, torch_fp8_dtype
-from tracer.scaling import Role, ScalingState
+from tracer.fp8.detector import Check, Detector, Where, codes_mismatch, exact_diff, norm_ratio, relative_error
+from tracer.fp8.ref import amax_of, torch_cast
+from tracer.kernel.spec import Variant
+from tracer.kernel.launch import cast_transpose, torch_fp8_dtype
+from tracer.fp8.scaling import Role, ScalingState
 from tracer.workloads.spec import Kind, WorkloadSpec
 
 NVTX_DOMAIN = "tracer"

@@ -4,7 +4,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tracer.detector import Check, CheckVerdict, Where, summarize
+from tracer.fp8.detector import Check, CheckVerdict, Where, summarize
 from tracer.errors import TracerError, UsageError, unknown
 from tracer.workloads.spec import Kind, WorkloadSpec
 
@@ -46,7 +46,7 @@ def run_workload(spec: WorkloadSpec, device: str = "cuda") -> RunReport:
     """Run every step; device "cpu" is allowed for torch_composite, which launches no tracer kernel."""
     import torch
 
-    from tracer.launch import require_gpu
+    from tracer.kernel.launch import require_gpu
     from tracer.workloads.engine import Engine
 
     if device == "cpu":

@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from tracer.errors import ProfileError, UsageError, unknown
-from tracer.kernelspec import Config, InDtype, Variant
+from tracer.kernel.spec import Config, InDtype, Variant
 from tracer.profiles import PROFILE_DIR, Field, builtin_names, load_profile
-from tracer.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig
+from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig
 
 
 class Kind(str, Enum):

@@ -10,10 +10,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracer import compile as nvrtc_compile
+from tracer.kernel import compile as nvrtc_compile
 from tracer import proc
 from tracer.errors import ToolMissingError
-from tracer.kernelspec import KernelKey
+from tracer.kernel.spec import KernelKey
 
 FENCE_OPS = ("MEMBAR", "FENCE", "ERRBAR", "CGAERRBAR", "CCTL")
 ATOMIC_OPS = ("ATOMG", "ATOMS", "ATOM", "REDG", "RED")

@@ -10,7 +10,7 @@ import math
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
-from tracer.kernelspec import OutFormat
+from tracer.kernel.spec import OutFormat
 
 if TYPE_CHECKING:
     import torch

@@ -13,9 +13,9 @@ from pathlib import Path
 from cuda.core import Program, ProgramOptions
 
 from tracer.errors import CompileError, ToolMissingError, UsageError
-from tracer.kernelspec import KernelKey
+from tracer.kernel.spec import KernelKey
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent / "kernels"
+KERNEL_DIR = Path(__file__).resolve().parent.parent.parent / "kernels"
 KERNEL_FILE = "cast_transpose.cu"
 KERNEL_NAME = "cast_transpose"
 

@@ -5,9 +5,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
-from tracer import compile as nvrtc_compile
+from tracer.kernel import compile as nvrtc_compile
 from tracer.errors import NoGpuError, UsageError
-from tracer.kernelspec import THREADS, Config, InDtype, KernelKey, OutFormat, Variant, pick_config
+from tracer.kernel.spec import THREADS, Config, InDtype, KernelKey, OutFormat, Variant, pick_config
 
 if TYPE_CHECKING:
     import torch

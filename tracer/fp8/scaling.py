@@ -12,7 +12,7 @@ from enum import Enum
 from typing import TYPE_CHECKING
 
 from tracer.errors import UsageError
-from tracer.kernelspec import OutFormat
+from tracer.kernel.spec import OutFormat
 
 if TYPE_CHECKING:
     import torch
