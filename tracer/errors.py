@@ -42,6 +42,24 @@ class TraceFormatError(TracerError):
     exit_code = 6
 
 
+class TimedOut(TracerError):
+    """A target or tool was killed at its --timeout (the whole process group)."""
+
+    exit_code = 8
+
+
+class OutputError(TracerError):
+    """An output could not be written (disk full, permission, read-only folder); nothing half-written is left."""
+
+    exit_code = 9
+
+
+class InternalError(TracerError):
+    """tracer's own crash: a bug, never a finding (the traceback goes to a log file; --debug prints it)."""
+
+    exit_code = 70
+
+
 class ChecksFailed(TracerError):
     """A run completed and at least one check failed (the verdict was already printed)."""
 
