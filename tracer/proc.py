@@ -66,6 +66,33 @@ def run(
     return ProcResult(tuple(argv), code, timed_out, time.monotonic() - start, stdout_path, stderr_path)
 
 
+class Started:
+    """A long-lived process from `start`: in its own group, output streamed to a file."""
+
+    def __init__(self, popen: subprocess.Popen[bytes], log_path: Path) -> None:
+        self.popen, self.log_path = popen, log_path
+
+    def poll(self) -> int | None:
+        """Its exit code, or None while it runs."""
+        return self.popen.poll()
+
+    def stop(self) -> None:
+        """SIGTERM its whole process group, then SIGKILL what is left."""
+        _kill_group(self.popen)
+
+
+def start(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str] | None = None,
+          cwd: Path | None = None) -> Started:
+    """Start argv without waiting (stdout and stderr into log_path), in its own process group."""
+    with open(log_path, "wb") as log:
+        try:
+            popen = subprocess.Popen(list(argv), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     env=dict(env) if env is not None else None, cwd=cwd, start_new_session=True)
+        except FileNotFoundError as exc:
+            raise ToolMissingError(f"cannot run {argv[0]!r}: not found") from exc
+    return Started(popen, log_path)
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
         try:
