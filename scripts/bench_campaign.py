@@ -73,9 +73,9 @@ def main() -> int:
     cell = spec.cells()[0]
     checked = _engine(spec, cell)
     raw = Engine(checked.spec, checks=frozenset(), flush_each_step=False)
-    steps, batch = spec.data["steps_per_trial"], spec.data["batch"]
+    steps, batch = spec.steps_per_trial, spec.batch
     if args.kernel_profile:
-        profile_checks(Engine(checked.spec, checks=spec.checks, sample=spec.data["sample_rows"], flush_each_step=False), steps)
+        profile_checks(Engine(checked.spec, checks=frozenset(spec.checks), sample=spec.sample_rows, flush_each_step=False), steps)
     raw_graph = TrialGraph(Engine(checked.spec, checks=frozenset(), flush_each_step=False), steps)  # captured once
     rates: dict[str, list[float]] = {"raw": [], "raw_graph": [], "campaign": []}
     for _ in range(3):  # alternate, so drift hits all alike
@@ -88,7 +88,7 @@ def main() -> int:
     print(f"{cell.label} {cell.shape}: raw pipeline {best['raw']:.1f} trials/s (graphed {best['raw_graph']:.1f}), "
           f"campaign loop {best['campaign']:.1f} trials/s = {100 * ratio:.1f}% of raw (goal >= 80%), "
           f"{100 * ratio_graph:.1f}% of the graphed raw; checks {sorted(c.value for c in spec.checks)}, "
-          f"sample_rows {spec.data['sample_rows']}, batch {batch}")
+          f"sample_rows {spec.sample_rows}, batch {batch}")
     if args.json:
         Path(args.json).write_text(json.dumps({"rates": rates, "best": best, "ratio": ratio,
                                                "ratio_graph": ratio_graph}, indent=1))

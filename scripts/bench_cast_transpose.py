@@ -16,7 +16,7 @@ from collections.abc import Callable
 import torch
 
 from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
-from tracer.commands.kernels import parse_shape
+from tracer.kernel.spec import parse_shape
 from tracer.errors import TracerError, UsageError
 from tracer.kernel.launch import cast_transpose
 

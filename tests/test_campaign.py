@@ -176,4 +176,4 @@ def test_store_refuses_another_campaign(tmp_path: Path) -> None:
 def test_builtin_campaign_profiles_load() -> None:
     fence = load_campaign("fence_ablation")
     assert len(fence.cells()) == 9 and fence.cells()[-1].label == "planted_cross_stream"
-    assert load_campaign("cpu_smoke").data["workload"] == "cpu_reference"
+    assert load_campaign("cpu_smoke").workload == "cpu_reference"

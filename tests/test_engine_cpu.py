@@ -91,3 +91,13 @@ def test_sampled_checks_draw_a_new_block_each_time_and_pass_when_clean() -> None
     assert len(blocks) > 8 and max(blocks) < 16
     engine.step(0)
     assert engine.detector.results and all(not failed for *_, failed, _ in engine.detector.results)
+
+
+def test_every_workload_kind_has_its_traits() -> None:
+    """The engine reads what a kind does from one table: a new Kind without a row fails here, not on a GPU."""
+    from tracer.workloads.engine import TRAITS
+    from tracer.workloads.spec import Kind
+
+    assert set(TRAITS) == set(Kind)
+    assert [k for k, t in TRAITS.items() if t.torch_cast] == [Kind.TORCH_COMPOSITE]
+    assert {k for k, t in TRAITS.items() if t.side_stream} == {Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD}

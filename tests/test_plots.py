@@ -98,16 +98,16 @@ def test_cli_plots_and_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert main(["plot", "ablation", str(DEMO / "campaign.json"), "-o", str(tmp_path / "a.png")]) == 0
     assert all((tmp_path / n).stat().st_size > 5_000 for n in ("t.png", "v.png", "a.png"))
     bad = tmp_path / "bad.json"
-    bad.write_text("{}")
-    assert main(["plot", "ablation", str(bad)]) == 2
+    bad.write_text('{"variants": {"none": {"trials": "x"}}}')
+    assert main(["plot", "ablation", str(bad)]) == 6  # a bad input file
 
 
 def test_verdict_matrix_cells() -> None:
-    from tracer.evidence import sanitizer_runs
+    from tracer.artifact import open_sanitize
     from tracer.plots.verdicts import cell_state, draw_verdicts
 
-    runs = sanitizer_runs(DEMO / "sanitize")
-    states = {(r["workload"], r["tool"]): cell_state(r)[0] for r in runs}
+    runs = list(open_sanitize(DEMO / "sanitize").runs)
+    states = {(r.workload, r.tool.value): cell_state(r)[0] for r in runs}
     assert states[("planted_race", "racecheck")] == "errors"
     assert states[("cast_transpose_dgrad", "memcheck")] == "suppressed"
     assert states[("cast_transpose_dgrad", "synccheck")] == "clean"

@@ -1,24 +1,81 @@
-"""Command-line entry point: argparse subcommands, and the one place errors become exit codes."""
+"""Command-line entry point: argparse subcommands, and the one place errors become exit codes
+(tracer/errors.py has the table; README lists it)."""
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Sequence
 
 from tracer import __version__
 from tracer.commands import campaign, doctor, kernels, plot, quickstart, report, run, sanitize, trace
-from tracer.errors import TracerError
+from tracer.errors import InternalError, TracerError
 
 COMMANDS = (quickstart, kernels, run, trace, sanitize, campaign, plot, report, doctor)
+INTERRUPTED = 130
+BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tracer", description="Investigate GPU kernel-ordering and numerical-corruption bugs.")
     parser.add_argument("--version", action="version", version=f"tracer {__version__}")
+    parser.add_argument("--debug", action="store_true", help="on an internal error, print the traceback (default: to a log file)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(sub)
     return parser
+
+
+def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """A parser's subcommands by name."""
+    sub = next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+    return dict(sub.choices) if sub is not None else {}
+
+
+def with_default_action(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
+    """`tracer sanitize WORKLOAD` -> `tracer sanitize run WORKLOAD`: a command module's DEFAULT_ACTION
+    is inserted when the word after the command is not one of its actions (or --help)."""
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    module = next((m for m in COMMANDS if at is not None and m.__name__.rsplit(".", 1)[1] == argv[at]), None)
+    default = getattr(module, "DEFAULT_ACTION", None)
+    if at is None or default is None:
+        return argv
+    rest = argv[at + 1:]
+    if rest and (rest[0] in _actions(_actions(parser)[argv[at]]) or rest[0] in ("-h", "--help")):
+        return argv
+    return argv[:at + 1] + [default] + rest
+
+
+def _crash(exc: BaseException, debug: bool) -> int:
+    """tracer's own bug: one line naming a log file with the traceback (--debug: the traceback)."""
+    text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    if debug:
+        sys.stderr.write(text)
+        return InternalError.exit_code
+    import tempfile
+
+    try:
+        fd, log = tempfile.mkstemp(prefix="tracer-crash-", suffix=".log")
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"tracer {__version__}\nargv: {sys.argv}\n\n{text}")
+        where = f"traceback in {log}"
+    except OSError:
+        where = "the traceback could not be written to a log file; rerun with --debug"
+    first = (str(exc).splitlines() or [""])[0][:200]
+    print(f"tracer: internal error (a bug in tracer, not a finding): {type(exc).__name__}: {first}; {where} "
+          "(tracer --debug ... prints it)", file=sys.stderr)
+    return InternalError.exit_code
+
+
+def _stdout_gone() -> int:
+    """stdout's reader closed the pipe: stop quietly, and keep the interpreter's final flush quiet too."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return BROKEN_PIPE
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -28,16 +85,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "--" in argv:  # everything after -- is the user's command (trace run, sanitize)
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
-    args = parser.parse_args(argv)
+    args = parser.parse_args(with_default_action(parser, argv))
     args.command_after_dashdash = extra
     try:
-        return int(args.func(args) or 0)
+        code = int(args.func(args) or 0)
+        sys.stdout.flush()
+        return code
     except TracerError as exc:
         print(f"tracer: error: {exc}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
-        return 130
+        return INTERRUPTED
+    except BrokenPipeError:
+        return _stdout_gone()
+    except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
+        return _crash(exc, args.debug)
 
 
 if __name__ == "__main__":

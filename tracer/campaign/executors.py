@@ -4,34 +4,78 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
-from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec
+from tracer import proc
+from tracer.campaign.profile import CPU_WORKLOAD, EXECUTORS, CampaignSpec
 from tracer.campaign.store import Store, TrialRow
+from tracer.errors import unknown
 
-Chunk = tuple[int, list[int]]  # cell id, trial indices
 MAX_CRASHES_PER_CHUNK = 2
+
+
+class Chunk(NamedTuple):
+    cell_id: int
+    trials: list[int]
+
+
+@dataclass(frozen=True)
+class Options:
+    """`campaign run` overrides of the profile's executor settings (None: the profile's)."""
+
+    executor: str | None = None
+    workers: int | None = None
+    partition: str | None = None
+    time_min: int | None = None
+    gpus_per_task: int | None = None
+    tasks: int | None = None
+
+
+def open_store(spec: CampaignSpec, path: Path | None) -> Store:
+    """The campaign's store (default runs/NAME.campaign.sqlite), created or resumed."""
+    from tracer.store.rundir import environment
+
+    store = Store.open(path or Path("runs") / f"{spec.name}.campaign.sqlite", create=True)
+    store.init(spec, environment())
+    return store
 
 
 def plan_chunks(store: Store, spec: CampaignSpec) -> list[Chunk]:
     """Remaining trials in chunks of `batch`, interleaved across cells so variants alternate."""
-    batch = spec.data["batch"]
     per_cell: list[list[Chunk]] = []
     for cell_id, _cell, target in store.cells():
         todo = sorted(set(range(target)) - store.done_trials(cell_id))
-        per_cell.append([(cell_id, todo[i:i + batch]) for i in range(0, len(todo), batch)])
+        per_cell.append([Chunk(cell_id, todo[i:i + spec.batch]) for i in range(0, len(todo), spec.batch)])
     out: list[Chunk] = []
     while any(per_cell):
         for chunks in per_cell:
             if chunks:
                 out.append(chunks.pop(0))
     return out
+
+
+def remaining_trials(store: Store, spec: CampaignSpec) -> int:
+    return sum(len(c.trials) for c in plan_chunks(store, spec))
+
+
+def execute(store: Store, spec: CampaignSpec, opts: Options, on_progress: Callable[[], None] = lambda: None) -> list[str]:
+    """Run what is missing with the chosen executor; the crash events, in order."""
+    kind = opts.executor or spec.executor.kind
+    if kind not in EXECUTORS:
+        raise unknown("executor", kind, EXECUTORS)
+    if kind == "local":
+        return LocalExecutor(store, spec, str(spec.path), opts.workers).run(on_progress)
+    from tracer.campaign.slurm import run_slurm
+
+    return run_slurm(store, spec, str(spec.path), store.path.parent / f"{store.path.stem}-slurm", partition=opts.partition,
+                     time_min=opts.time_min, gpus_per_task=opts.gpus_per_task, tasks=opts.tasks)
 
 
 def assign(chunks: list[Chunk], n_cells: int, slots: list[str]) -> dict[str, list[Chunk]]:
@@ -59,21 +103,20 @@ class _Worker:
     slot: str  # GPU id or "cpuN"
     name: str
     chunks: list[Chunk]
-    proc: subprocess.Popen[bytes]
-    log: Path
+    proc: proc.Started
     generation: int = 0
 
 
 class LocalExecutor:
     def __init__(self, store: Store, spec: CampaignSpec, profile_arg: str, workers: int | None = None) -> None:
         self.store, self.spec, self.profile_arg = store, spec, profile_arg
-        cpu_only = all(c.workload == CPU_WORKLOAD for _, c, _ in store.cells())
+        cpu_only = all(c.cell.workload == CPU_WORKLOAD for c in store.cells())
         gpus = [] if cpu_only else visible_gpus()
         if not cpu_only and not gpus:
             from tracer.errors import NoGpuError
 
             raise NoGpuError("this campaign's workloads need a GPU and none is visible (cpu_reference runs without one)")
-        n = workers or (len(gpus) if gpus else spec.data["executor"]["tasks"])
+        n = workers or (len(gpus) if gpus else spec.executor.tasks)
         self.slots = gpus[:n] if gpus else [f"cpu{i}" for i in range(n)]
         self.tmp = Path(tempfile.mkdtemp(prefix="tracer-campaign-"))
 
@@ -84,12 +127,9 @@ class LocalExecutor:
         env = dict(os.environ)
         if not slot.startswith("cpu"):
             env["CUDA_VISIBLE_DEVICES"] = slot
-        log = self.tmp / f"{slot}-{generation}.log"
-        with open(log, "wb") as fh:
-            proc = subprocess.Popen([sys.executable, "-m", "tracer.campaign.worker", str(self.store.path), "--profile",
-                                     self.profile_arg, "--tasks", str(tasks), "--gpu", slot, "--worker", name],
-                                    stdout=fh, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-        return _Worker(slot, name, chunks, proc, log, generation)
+        argv = [sys.executable, "-m", "tracer.campaign.worker", str(self.store.path), "--profile", self.profile_arg,
+                "--tasks", str(tasks), "--gpu", slot, "--worker", name]
+        return _Worker(slot, name, chunks, proc.start(argv, log_path=self.tmp / f"{slot}-{generation}.log", env=env), generation)
 
     def run(self, on_progress: Callable[[], None] = lambda: None) -> list[str]:
         queues = assign(plan_chunks(self.store, self.spec), len(self.store.cells()), self.slots)
@@ -110,36 +150,26 @@ class LocalExecutor:
                             workers.append(replacement)
         except BaseException:
             for w in workers:
-                _kill(w.proc)
+                w.proc.stop()
             raise
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)
         on_progress()
         return events
 
     def _handle_crash(self, w: _Worker, code: int, events: list[str]) -> _Worker | None:
         """Record the crash; rerun its unfinished chunk once more (a chunk that crashed twice is
         stored as crashed trials, counted as failures); start a replacement for the rest."""
-        tail = w.log.read_text(errors="replace")[-400:].strip().replace("\n", " | ")
+        tail = w.proc.log_path.read_text(errors="replace")[-400:].strip().replace("\n", " | ")
         inflight = self.store.take_inflight(w.name)
         detail = f"worker {w.name} exited {code}" + (f" (signal {-code})" if code < 0 else "") + f": {tail}"
         events.append(detail)
         if inflight is not None:
-            cell_id, trials, _ = inflight
-            self.store.record_crash(cell_id, trials, w.name, w.slot, code, detail)
-            if self.store.crash_count(cell_id, trials) >= MAX_CRASHES_PER_CHUNK:
-                self.store.add_trials([TrialRow(cell_id, t, True, True, "crashed", "crash", w.slot, w.name, 0.0) for t in trials])
-                events.append(f"cell {cell_id} trials {trials[0]}..{trials[-1]} crashed {MAX_CRASHES_PER_CHUNK} times: stored as crashed")
-        remaining = [(c, t) for c, t in w.chunks if set(t) - self.store.done_trials(c)]
+            self.store.record_crash(inflight.cell_id, inflight.trials, w.name, w.slot, code, detail)
+            if self.store.crash_count(inflight.cell_id, inflight.trials) >= MAX_CRASHES_PER_CHUNK:
+                self.store.add_trials([TrialRow(inflight.cell_id, t, True, True, "crashed", "crash", w.slot, w.name, 0.0)
+                                       for t in inflight.trials])
+                events.append(f"cell {inflight.cell_id} trials {inflight.trials[0]}..{inflight.trials[-1]} crashed "
+                              f"{MAX_CRASHES_PER_CHUNK} times: stored as crashed")
+        remaining = [c for c in w.chunks if set(c.trials) - self.store.done_trials(c.cell_id)]
         return self._start(w.slot, remaining, w.generation + 1) if remaining else None
-
-
-def _kill(proc: subprocess.Popen[bytes]) -> None:
-    import signal
-
-    try:
-        os.killpg(proc.pid, signal.SIGTERM)
-        proc.wait(timeout=10)
-    except (ProcessLookupError, subprocess.TimeoutExpired):
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass

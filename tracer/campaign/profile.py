@@ -2,7 +2,7 @@
 count, validated like the workload profiles."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
 from typing import Any
@@ -10,7 +10,7 @@ from typing import Any
 from tracer.fp8.detector import Check
 from tracer.errors import ProfileError, UsageError
 from tracer.kernel.spec import Config, InDtype, Variant
-from tracer.profiles import PROFILE_DIR, Field, load_profile
+from tracer.profiles import PROFILE_DIR, SCHEMA_VERSION, Field, load_profile
 
 CPU_WORKLOAD = "cpu_reference"
 CAMPAIGN_DIR = PROFILE_DIR / "campaigns"
@@ -60,27 +60,89 @@ class Cell:
 
 
 @dataclass(frozen=True)
-class CampaignSpec:
-    path: Path
-    data: dict[str, Any]
+class SprtBounds:
+    p0: float = 0.0
+    p1: float = 0.0
 
     @property
-    def name(self) -> str:
-        return self.data["name"]
+    def enabled(self) -> bool:
+        return bool(self.p0 and self.p1)
+
+
+@dataclass(frozen=True)
+class ExecutorSettings:
+    kind: str = "local"
+    partition: str = ""
+    time_min: int = 60
+    gpus_per_task: int = 1
+    tasks: int = 4
+
+
+@dataclass(frozen=True)
+class ExtraCell:
+    workload: str
+    variant: str = "none"
+    config: str = "auto"
+    shape: str | None = None  # None: the campaign's first shape
+    dtype: str | None = None  # None: the campaign's first dtype
+    label: str | None = None
+
+
+@dataclass(frozen=True)
+class CampaignSpec:
+    """A validated campaign profile; field names are the profile's keys."""
+
+    path: Path
+    name: str
+    workload: str
+    description: str = ""
+    variants: tuple[str, ...] = ("none",)
+    extra_cells: tuple[ExtraCell, ...] = ()
+    configs: tuple[str, ...] = ("auto",)
+    shapes: tuple[str, ...] = ()
+    dtypes: tuple[str, ...] = ("bf16",)
+    steps_per_trial: int = 1
+    trials_per_cell: int = 100
+    batch: int = 16
+    seed: int = 0
+    checks: tuple[Check, ...] = ()
+    sample_rows: float = 1.0
+    baseline: str = ""
+    inject_failure_rate: float = 0.0
+    kill_trial: int = -1
+    sprt: SprtBounds = SprtBounds()
+    executor: ExecutorSettings = ExecutorSettings()
+    sanitize: tuple[Any, ...] = ()
+    trace: tuple[Any, ...] = ()
+
+    @classmethod
+    def from_data(cls, path: Path, d: dict[str, Any]) -> CampaignSpec:
+        """From a profile's validated data (every key present, as load_profile leaves it)."""
+        lists = {k: tuple(d[k]) for k in ("variants", "configs", "shapes", "dtypes", "sanitize", "trace")}
+        return cls(path=path, name=d["name"], workload=d["workload"], description=d["description"],
+                   extra_cells=tuple(ExtraCell(**e) for e in d["extra_cells"]), checks=tuple(Check(c) for c in d["checks"]),
+                   sprt=SprtBounds(**d["sprt"]), executor=ExecutorSettings(**d["executor"]),
+                   **lists, **{k: d[k] for k in SCALARS})
+
+    def to_json(self) -> dict[str, Any]:
+        """The profile as validated (what the store records)."""
+        d = {"schema": SCHEMA_VERSION, **asdict(self)}
+        d.pop("path")
+        d["checks"] = [c.value for c in self.checks]
+        d["extra_cells"] = [{k: v for k, v in asdict(e).items() if v is not None} for e in self.extra_cells]
+        return d
 
     def cells(self) -> list[Cell]:
-        d = self.data
-        shapes = d["shapes"] or ["default"]
-        out = [_cell(d["workload"], v, c, s, t, multi=len(d["configs"]) * len(shapes) * len(d["dtypes"]) > 1)
-               for v, c, s, t in product(d["variants"], d["configs"], shapes, d["dtypes"])]
-        for extra in d["extra_cells"]:
-            out.append(_cell(extra["workload"], extra.get("variant", "none"), extra.get("config", "auto"),
-                             extra.get("shape", shapes[0]), extra.get("dtype", d["dtypes"][0]), label=extra.get("label")))
+        shapes = self.shapes or ("default",)
+        multi = len(self.configs) * len(shapes) * len(self.dtypes) > 1
+        out = [_cell(self.workload, v, c, s, t, multi=multi) for v, c, s, t in product(self.variants, self.configs, shapes, self.dtypes)]
+        for e in self.extra_cells:
+            out.append(_cell(e.workload, e.variant, e.config, e.shape or shapes[0], e.dtype or self.dtypes[0], label=e.label))
         return out
 
-    @property
-    def checks(self) -> frozenset[Check]:
-        return frozenset(Check(c) for c in self.data["checks"])
+
+SCALARS = ("steps_per_trial", "trials_per_cell", "batch", "seed", "sample_rows", "baseline", "inject_failure_rate",
+           "kill_trial")
 
 
 def _cell(workload: str, variant: str, config: str, shape: str, dtype: str, *, multi: bool = False, label: str | None = None) -> Cell:
@@ -112,7 +174,7 @@ def _post(where: str, d: dict[str, Any]) -> None:
     sp = d["sprt"]
     if (sp["p0"] or sp["p1"]) and not 0 < sp["p0"] < sp["p1"] < 1:
         raise ProfileError(f"{where}: key 'sprt' needs 0 < p0 < p1 < 1, got p0={sp['p0']}, p1={sp['p1']}")
-    labels = [c.label for c in CampaignSpec(Path(where), d).cells()]
+    labels = [c.label for c in CampaignSpec.from_data(Path(where), d).cells()]
     if d["baseline"] and d["baseline"] not in labels:
         raise ProfileError(f"{where}: key 'baseline' = {d['baseline']!r} is not a cell (cells: {', '.join(labels)})")
 
@@ -126,4 +188,4 @@ def load_campaign(name_or_path: str) -> CampaignSpec:
 
             raise unknown("campaign profile", name_or_path, sorted(p.stem for p in CAMPAIGN_DIR.glob("*.yaml")))
         path = candidate
-    return CampaignSpec(path, load_profile(path, SCHEMA, _post).data)
+    return CampaignSpec.from_data(path, load_profile(path, SCHEMA, _post).data)

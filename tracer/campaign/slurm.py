@@ -6,10 +6,10 @@ from __future__ import annotations
 import pickle
 import re
 import shutil
-import subprocess
 import time
 from pathlib import Path
 
+from tracer import proc
 from tracer.campaign.executors import Chunk, plan_chunks
 from tracer.campaign.profile import CampaignSpec, load_campaign
 from tracer.campaign.store import Store, TrialRow
@@ -36,7 +36,7 @@ def slurm_task(profile: str, chunks: list[tuple[int, list[int], dict]]) -> list[
 
 def scontrol_state(job_id: str) -> tuple[str, str]:
     """(JobState, ExitCode) from `scontrol show job`, ("UNKNOWN", "") when it has forgotten the job."""
-    res = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+    res = proc.capture(["scontrol", "show", "job", job_id], timeout=30)
     state = re.search(r"JobState=(\S+)", res.stdout)
     code = re.search(r"ExitCode=(\S+)", res.stdout)
     return (state.group(1) if state else "UNKNOWN", code.group(1) if code else "")
@@ -49,17 +49,17 @@ def run_slurm(store: Store, spec: CampaignSpec, profile_arg: str, folder: Path, 
         raise ToolMissingError("sbatch/scontrol not found: --executor slurm needs a Slurm client on this machine")
     import submitit
 
-    ex_cfg = spec.data["executor"]
-    n_tasks = tasks or ex_cfg["tasks"]
+    ex_cfg = spec.executor
+    n_tasks = tasks or ex_cfg.tasks
     chunks = plan_chunks(store, spec)
     groups = [chunks[i::n_tasks] for i in range(n_tasks)]
     groups = [g for g in groups if g]
-    cells = {cid: cell for cid, cell, _ in store.cells()}
+    cells = {c.cell_id: c.cell for c in store.cells()}
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    params = {"timeout_min": time_min or ex_cfg["time_min"], "slurm_array_parallelism": len(groups) or 1}
-    if partition or ex_cfg["partition"]:
-        params["slurm_partition"] = partition or ex_cfg["partition"]
-    gpt = ex_cfg["gpus_per_task"] if gpus_per_task is None else gpus_per_task
+    params = {"timeout_min": time_min or ex_cfg.time_min, "slurm_array_parallelism": len(groups) or 1}
+    if partition or ex_cfg.partition:
+        params["slurm_partition"] = partition or ex_cfg.partition
+    gpt = ex_cfg.gpus_per_task if gpus_per_task is None else gpus_per_task
     if gpt and all(c.workload != "cpu_reference" for c in cells.values()):
         params["slurm_gpus_per_task"] = gpt
     executor.update_parameters(**params)

@@ -8,10 +8,11 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
-from tracer.errors import UsageError
+from tracer.errors import TraceFormatError, UsageError
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign (key TEXT PRIMARY KEY, value TEXT);
@@ -24,6 +25,8 @@ CREATE TABLE IF NOT EXISTS crashes (id INTEGER PRIMARY KEY, cell_id INTEGER, tri
   exit_code INTEGER, detail TEXT, at REAL);
 CREATE TABLE IF NOT EXISTS inflight (worker TEXT PRIMARY KEY, cell_id INTEGER, trials TEXT, gpu TEXT, started REAL);
 """
+TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
+SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
@@ -39,6 +42,18 @@ class TrialRow:
     seconds: float
 
 
+class StoredCell(NamedTuple):
+    cell_id: int
+    cell: Cell
+    target: int  # trials wanted
+
+
+class Inflight(NamedTuple):
+    cell_id: int
+    trials: list[int]
+    gpu: str
+
+
 @dataclass(frozen=True)
 class CellSummary:
     cell_id: int
@@ -48,7 +63,7 @@ class CellSummary:
     done: int
     failures: int
     crashed: int
-    stats: CellStats
+    stats: CellStats | None  # None: no trials yet (an interval needs at least one)
     gpus: str
 
 
@@ -67,6 +82,18 @@ class Store:
         con.executescript(SCHEMA)
         return cls(path, con)
 
+    @classmethod
+    def open_readonly(cls, path: Path) -> Store:
+        """An existing store, for reading only: a file that is not one is refused, never written to."""
+        if not path.is_file():
+            raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
+        if not is_campaign_store(path):
+            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))})")
+        return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
+
+    def close(self) -> None:
+        self.con.close()
+
     def init(self, spec: CampaignSpec, environment: dict) -> None:
         """Record the campaign and its cells; reopening with another campaign's profile is refused."""
         with self.tx():
@@ -74,14 +101,14 @@ class Store:
             if row and row[0] != spec.name:
                 raise UsageError(f"{self.path} holds campaign {row[0]!r}, not {spec.name!r}; use another -o")
             if not row:
-                for k, v in (("name", spec.name), ("profile", json.dumps(spec.data)), ("created", str(time.time())),
+                for k, v in (("name", spec.name), ("profile", json.dumps(spec.to_json())), ("created", str(time.time())),
                              ("environment", json.dumps(environment, default=str))):
                     self.con.execute("INSERT INTO campaign VALUES (?, ?)", (k, v))
             for c in spec.cells():
                 self.con.execute("INSERT OR IGNORE INTO cells (key, label, workload, variant, config, shape, dtype, trials_target) "
                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (c.key, c.label, c.workload, c.variant, c.config, c.shape,
-                                                                    c.dtype, spec.data["trials_per_cell"]))
-                self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.data["trials_per_cell"], c.key))
+                                                                    c.dtype, spec.trials_per_cell))
+                self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.trials_per_cell, c.key))
 
     def tx(self):  # type: ignore[no-untyped-def]
         return _Tx(self.con)
@@ -90,9 +117,19 @@ class Store:
         row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def cells(self) -> list[tuple[int, Cell, int]]:
+    def cells(self) -> list[StoredCell]:
         rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
-        return [(r[0], Cell(*r[1:8]), r[8]) for r in rows]
+        return [StoredCell(r[0], Cell(*r[1:8]), r[8]) for r in rows]
+
+    def trial_count(self) -> int:
+        return int(self.con.execute("SELECT count(*) FROM trials").fetchone()[0])
+
+    def cell_counts(self, cell_id: int) -> tuple[int, int, int]:
+        """(trials, failures, crashed) stored for a cell."""
+        done, fails, crashed = self.con.execute(
+            "SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0) FROM trials WHERE cell_id = ?",
+            (cell_id,)).fetchone()
+        return int(done), int(fails), int(crashed)
 
     def done_trials(self, cell_id: int) -> set[int]:
         return {r[0] for r in self.con.execute("SELECT trial FROM trials WHERE cell_id = ?", (cell_id,))}
@@ -115,11 +152,11 @@ class Store:
             self.con.execute("INSERT OR REPLACE INTO inflight VALUES (?, ?, ?, ?, ?)",
                              (worker, cell_id, json.dumps(trials), gpu, time.time()))
 
-    def take_inflight(self, worker: str) -> tuple[int, list[int], str] | None:
+    def take_inflight(self, worker: str) -> Inflight | None:
         with self.tx():
             row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
             self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
-        return (row[0], json.loads(row[1]), row[2]) if row else None
+        return Inflight(row[0], json.loads(row[1]), row[2]) if row else None
 
     def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
         with self.tx():
@@ -139,17 +176,33 @@ class Store:
     def summary(self) -> list[CellSummary]:
         out = []
         for cell_id, cell, target in self.cells():
-            done, fails, crashed = self.con.execute(
-                "SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0) FROM trials WHERE cell_id = ?",
-                (cell_id,)).fetchone()
+            done, fails, crashed = self.cell_counts(cell_id)
             gpus = ",".join(sorted({g for (g,) in self.con.execute("SELECT DISTINCT gpu FROM trials WHERE cell_id = ?", (cell_id,))}))
-            st = cell_stats(cell.label, fails, done) if done else cell_stats(cell.label, 0, 1)
+            st = cell_stats(cell.label, fails, done) if done else None
             out.append(CellSummary(cell_id, cell.label, cell.key, target, done, fails, crashed, st, gpus))
         return out
 
     def first_failures(self, cell_id: int, limit: int = 5) -> list[tuple[int, str, str]]:
         return list(self.con.execute("SELECT trial, first_failure, failed_checks FROM trials WHERE cell_id = ? AND failed = 1 "
                                      "ORDER BY trial LIMIT ?", (cell_id, limit)))
+
+
+def is_campaign_store(path: Path) -> bool:
+    """An SQLite file holding the campaign tables (looked at read-only)."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as fh:
+        if fh.read(16) != SQLITE_MAGIC:
+            return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+    return TABLES <= names
 
 
 class _Tx:

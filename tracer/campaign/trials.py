@@ -18,7 +18,7 @@ _GRAPHS: dict[str, Any] = {}
 
 
 def trial_seed(spec: CampaignSpec, cell_id: int, trial: int) -> int:
-    return spec.data["seed"] * 1_000_003 + cell_id * 100_003 + trial
+    return spec.seed * 1_000_003 + cell_id * 100_003 + trial
 
 
 def run_chunk(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int], gpu: str, worker: str) -> list[TrialRow]:
@@ -41,13 +41,13 @@ def _cpu_trial(spec: CampaignSpec, cell_id: int, cell: Cell, trial: int) -> tupl
     from tracer.fp8.ref import py_cast, torch_cast
     from tracer.kernel.spec import OutFormat
 
-    if trial == spec.data["kill_trial"]:
+    if trial == spec.kill_trial:
         os.kill(os.getpid(), signal.SIGKILL)  # a hard kill mid-task, for the executors' crash handling
     rng = random.Random(trial_seed(spec, cell_id, trial))
     gen = torch.Generator().manual_seed(rng.randrange(1 << 31))
     x = torch.randn(64, 64, generator=gen) * 50
     codes = torch_cast(x, 1.0, OutFormat.E4M3).flatten()
-    rate = spec.data["inject_failure_rate"] if cell.variant == "none" else 0.0
+    rate = spec.inject_failure_rate if cell.variant == "none" else 0.0
     if rng.random() < rate:
         codes[rng.randrange(codes.numel())] ^= 1 << rng.randrange(8)
     values = x.flatten().tolist()
@@ -62,8 +62,8 @@ def _engine(spec: CampaignSpec, cell: Cell) -> Any:
         from tracer.workloads.spec import load_workload
 
         w = load_workload(cell.workload)
-        over: dict[str, Any] = {"variant": parse_variant(cell.variant), "steps": spec.data["steps_per_trial"],
-                                "in_dtype": InDtype(cell.dtype), "seed": spec.data["seed"]}
+        over: dict[str, Any] = {"variant": parse_variant(cell.variant), "steps": spec.steps_per_trial,
+                                "in_dtype": InDtype(cell.dtype), "seed": spec.seed}
         if cell.shape != "default":
             from tracer.workloads.spec import parse_shape
 
@@ -71,7 +71,7 @@ def _engine(spec: CampaignSpec, cell: Cell) -> Any:
         w = w.with_overrides(**over)
         if cell.config != "auto":
             w = w.with_overrides(config=Config.parse(cell.config))
-        _ENGINES[cell.key] = Engine(w, checks=spec.checks, sample=spec.data["sample_rows"], flush_each_step=False)
+        _ENGINES[cell.key] = Engine(w, checks=frozenset(spec.checks), sample=spec.sample_rows, flush_each_step=False)
     return _ENGINES[cell.key]
 
 
@@ -82,7 +82,7 @@ def _gpu_trials(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int])
     from tracer.campaign.graphed import graphable
 
     engine = _engine(spec, cell)
-    steps = spec.data["steps_per_trial"]
+    steps = spec.steps_per_trial
     seeds = [trial_seed(spec, cell_id, t) for t in trials]
     fails = _graphed_fails(cell, engine, steps, seeds) if graphable(engine) else _eager_fails(engine, steps, seeds)
     out = []

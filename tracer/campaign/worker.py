@@ -7,19 +7,17 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.campaign.profile import load_campaign
+from tracer.campaign.profile import SprtBounds, load_campaign
 from tracer.campaign.stats import Decision, sprt
 from tracer.campaign.store import Store
 from tracer.campaign.trials import run_chunk
 
 
-def sprt_decided(store: Store, spec_data: dict, cell_id: int) -> bool:
-    p0, p1 = spec_data["sprt"]["p0"], spec_data["sprt"]["p1"]
-    if not (p0 and p1):
+def sprt_decided(store: Store, bounds: SprtBounds, cell_id: int) -> bool:
+    if not bounds.enabled:
         return False
-    done, fails = store.con.execute("SELECT count(*), COALESCE(sum(failed), 0) FROM trials WHERE cell_id = ?",
-                                    (cell_id,)).fetchone()
-    return done > 0 and sprt(fails, done, p0, p1) is not Decision.CONTINUE
+    done, fails, _ = store.cell_counts(cell_id)
+    return done > 0 and sprt(fails, done, bounds.p0, bounds.p1) is not Decision.CONTINUE
 
 
 def die_with_parent() -> None:
@@ -47,10 +45,10 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     spec = load_campaign(args.profile)
     store = Store.open(args.store)
-    cells = {cid: cell for cid, cell, _ in store.cells()}
+    cells = {c.cell_id: c.cell for c in store.cells()}
     for cell_id, trials in json.loads(args.tasks.read_text()):
         todo = sorted(set(trials) - store.done_trials(cell_id))
-        if not todo or sprt_decided(store, spec.data, cell_id):
+        if not todo or sprt_decided(store, spec.sprt, cell_id):
             continue
         store.mark_inflight(args.worker, cell_id, todo, args.gpu)
         store.add_trials(run_chunk(spec, cell_id, cells[cell_id], todo, args.gpu, args.worker), args.worker)

@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from tracer.artifact import CampaignRun, PairSpec, SanitizeRun, expect
+from tracer.cliargs import choose_pairs, open_source, open_trace
 from tracer.errors import UsageError
 
 
@@ -12,21 +14,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ps = p.add_subparsers(dest="plot_command", metavar="PLOT", required=True)
     t = ps.add_parser("stream-timeline", help="one lane per stream, NVTX lanes, event edges, producer -> consumer pairs")
     t.add_argument("source", type=Path, help="run directory or trace file")
-    t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg")
+    t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
     t.add_argument("--window", help="START:END in microseconds from the first kernel")
-    t.add_argument("--pairs", nargs="?", const="profile", default="profile",
-                   help="PRODUCER_GLOB:CONSUMER_GLOB to draw (default: the run's pairs)")
+    t.add_argument("--pairs", nargs="?", help="'all' or PRODUCER_GLOB:CONSUMER_GLOB to draw (default: the run's pairs)")
     t.add_argument("--no-pairs", action="store_true", help="do not draw producer -> consumer pairs")
     t.add_argument("--size", default="16x7", help="inches WxH (100 dpi)")
     t.set_defaults(func=cmd_timeline)
     v = ps.add_parser("verdicts", help="tool x workload matrix of sanitizer verdicts")
     v.add_argument("sources", type=Path, nargs="+", help="`tracer sanitize` output directories or report.json files")
-    v.add_argument("-o", "--output", type=Path, default=Path("verdicts.png"))
+    v.add_argument("-o", "--output", type=Path, default=Path("verdicts.png"), help=".png or .svg (default verdicts.png)")
     v.set_defaults(func=cmd_verdicts)
     a = ps.add_parser("ablation", help="failure rate per variant with 95%% intervals")
     a.add_argument("source", type=Path, help="campaign store, or JSON of variant -> trials/failures")
-    a.add_argument("-o", "--output", type=Path, default=Path("ablation.png"))
+    a.add_argument("-o", "--output", type=Path, default=Path("ablation.png"), help=".png or .svg (default ablation.png)")
     a.set_defaults(func=cmd_ablation)
 
 
@@ -41,15 +42,13 @@ def parse_size(text: str) -> tuple[float, float]:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tracer.commands.trace import _pairs_for_source
     from tracer.plots.timeline import draw_timeline, save
-    from tracer.trace.analyze import analyze, parse_pair_spec
-    from tracer.trace.load import load_trace
     from tracer.trace.timeline import parse_window, timeline_data
 
     size = parse_size(args.size)
-    pairs = [] if args.no_pairs else (_pairs_for_source(args.source) if args.pairs == "profile" else [parse_pair_spec(args.pairs)])
-    data = timeline_data(analyze(load_trace(args.source), pairs), parse_window(args.window), args.range,
+    run = open_trace(args.source)
+    spec = PairSpec("none") if args.no_pairs else choose_pairs([args.pairs] if args.pairs else None, run.pair_spec, "none")
+    data = timeline_data(spec.analyze(run.load()), parse_window(args.window), args.range,
                          show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
     out = save(draw_timeline(data, size), args.output)
     print(f"wrote {out}: {len(data.lanes)} stream lanes, {len(data.range_lanes)} NVTX lanes, {len(data.arrows)} arrows")
@@ -57,22 +56,21 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
-    from tracer.evidence import sanitizer_runs
     from tracer.plots.timeline import save
     from tracer.plots.verdicts import draw_verdicts
 
-    runs = [r for s in args.sources for r in sanitizer_runs(s)]
+    runs = [r for s in args.sources for r in expect(s, open_source(s), SanitizeRun, "a sanitizer report").runs]
     out = save(draw_verdicts(runs), args.output)
     print(f"wrote {out}: {len(runs)} runs")
     return 0
 
 
 def cmd_ablation(args: argparse.Namespace) -> int:
-    from tracer.evidence import ablation_cells
     from tracer.plots.ablation import draw_ablation
     from tracer.plots.timeline import save
 
-    cells = ablation_cells(args.source)
-    out = save(draw_ablation(cells), args.output)
-    print(f"wrote {out}: {len(cells)} variants")
+    run: CampaignRun = expect(args.source, open_source(args.source), CampaignRun, "a campaign store or ablation JSON")
+    out = save(draw_ablation(list(run.cells)), args.output)
+    print(f"wrote {out}: {len(run.cells)} variants" + (f" ({len(run.empty)} without trials: {', '.join(run.empty)})"
+                                                      if run.empty else ""))
     return 0

@@ -6,22 +6,41 @@ import argparse
 import sys
 from pathlib import Path
 
+from tracer.errors import TargetFailed
+
+SEED = "cast_transpose_dgrad"
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("quickstart", help="trace the seed workload on a GPU box, or run the demo where there is no GPU")
-    p.add_argument("-o", "--output", type=Path, help="run directory (GPU) or demo folder")
+    p.add_argument("-o", "--output", type=Path,
+                   help="run directory (GPU; default runs/NAME-TIMESTAMP) or demo folder (default: a new folder in the "
+                        "system's temp directory)")
     p.set_defaults(func=cmd_quickstart)
 
 
 def cmd_quickstart(args: argparse.Namespace) -> int:
     import torch
 
-    from tracer.cli import main
-
     if not torch.cuda.is_available():
+        from tracer.report.demo import run_demo
+
         print("tracer quickstart: no CUDA GPU visible, so running `tracer demo` on sample data captured on an H200",
               file=sys.stderr)
-        return main(["demo", "-o", str(args.output or Path("tracer-demo"))])
-    print("tracer quickstart: tracing the seed workload cast_transpose_dgrad (cast-transpose -> dgrad GEMM)", file=sys.stderr)
-    argv = ["trace", "run", "cast_transpose_dgrad", "--backend", "auto"]
-    return main(argv + (["-o", str(args.output)] if args.output else []))
+        print(run_demo(args.output))
+        return 0
+    from tracer.capture.record import CaptureRequest, choose_backend, record
+    from tracer.cliargs import choose_pairs, workload_command
+    from tracer.store.rundir import default_run_dir
+    from tracer.trace.text import format_analysis
+    from tracer.workloads.spec import load_workload
+
+    print(f"tracer quickstart: tracing the seed workload {SEED} (cast-transpose -> dgrad GEMM)", file=sys.stderr)
+    name, command, pairs = workload_command(load_workload(SEED), SEED, [])
+    out = args.output or default_run_dir(name)
+    rec = record(CaptureRequest(name, tuple(command), choose_backend("auto"), out, 1800.0), choose_pairs(None, pairs, "all"))
+    print(f"run directory: {out}", file=sys.stderr)
+    print(format_analysis(rec.analysis))
+    if rec.target_failure:
+        raise TargetFailed(rec.target_failure)
+    return 0

@@ -3,22 +3,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
-from tracer.commands.run import add_workload_options
-from tracer.errors import ChecksFailed, UsageError, unknown
-from tracer.store.rundir import default_run_dir, environment, staged, write_json
-from tracer.trace.analyze import Analysis, analyze, parse_pair_spec
-
-BACKENDS = ("auto", "nsys", "cupti")
+from tracer.cliargs import PAIRS_HELP, add_workload_options, choose_pairs, open_trace
+from tracer.errors import ChecksFailed, TargetFailed
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("trace", help="capture a trace and judge stream ordering")
     ts = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
-
     r = ts.add_parser("run", help="run a workload (or `-- command`) under nsys or CUPTI and analyze it")
     r.add_argument("workload", nargs="?", help="built-in workload or profile YAML; or give a command after --")
     r.add_argument("--backend", default="auto", help="auto (nsys when it can write reports, else cupti), nsys, cupti")
@@ -29,170 +23,73 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     _analysis_options(r)
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
-
     a = ts.add_parser("analyze", help="ordering verdicts and stream statistics of a run directory or trace file")
     a.add_argument("source", type=Path, help="run directory, .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
     _analysis_options(a)
     a.set_defaults(func=cmd_analyze)
-
     i = ts.add_parser("import", help="make a run directory from a trace made elsewhere")
-    i.add_argument("source", type=Path)
-    i.add_argument("-o", "--output", type=Path)
+    i.add_argument("source", type=Path, help=".sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
+    i.add_argument("-o", "--output", type=Path, help="run directory (default runs/NAME-TIMESTAMP)")
     _analysis_options(i)
     i.set_defaults(func=cmd_import)
-
     e = ts.add_parser("export", help="export a trace for other viewers")
-    e.add_argument("source", type=Path)
+    e.add_argument("source", type=Path, help="run directory or trace file")
     e.add_argument("--perfetto", action="store_true", required=True, help="Chrome trace JSON for ui.perfetto.dev")
-    e.add_argument("-o", "--output", type=Path, required=True)
+    e.add_argument("-o", "--output", type=Path, required=True, help="the JSON file to write")
     e.set_defaults(func=cmd_export)
 
 
 def _analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pairs", action="append", help="'all' or PRODUCER_GLOB:CONSUMER_GLOB (repeatable); "
-                   "default: the profile's pairs, else all")
+    p.add_argument("--pairs", action="append", help=PAIRS_HELP + " (else all)")
     p.add_argument("--json", action="store_true", help="print the verdict JSON")
     p.add_argument("--fail-on-unordered", action="store_true", help="exit 1 when any pair is UNORDERED")
 
 
-def pair_args(given: list[str] | None, default: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
-    if not given:
-        return default, not default
-    if "all" in given:
-        return [], True
-    return [parse_pair_spec(g) for g in given], False
+def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
+    """Print the verdicts; then a failed target (exit 7) before UNORDERED pairs (exit 1, when asked)."""
+    from tracer.trace.text import format_analysis
 
-
-def report(analysis: Analysis, as_json: bool, fail_on_unordered: bool) -> int:
-    print(json.dumps(analysis.to_json(), indent=1) if as_json else format_analysis(analysis))
-    if fail_on_unordered and analysis.unordered:
+    print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
+    if failed:
+        raise TargetFailed(failed)
+    if args.fail_on_unordered and analysis.unordered:
         raise ChecksFailed(f"{analysis.unordered} producer -> consumer pair(s) are UNORDERED")
     return 0
 
 
-def format_analysis(a: Analysis) -> str:
-    t = a.trace
-    lines = [f"{t.source}: {t.producer}", f"{len(t.kernels)} kernels, {len(t.ranges.start)} NVTX ranges, "
-             f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch record), "
-             f"{len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on unknown records",
-             f"{'device':>6} {'stream':>8} {'kernels':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
-    for s in a.streams:
-        lines.append(f"{s.device:>6} {s.stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} {s.max_gap_ns / 1e6:>11.3f}")
-    lines.append(f"pairs ({a.pair_spec}): " + ", ".join(f"{k} {v}" for k, v in a.pair_counts.items()))
-    shown = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:40]
-    for p in shown:
-        edge = p.edge.to_json() if p.edge else {}
-        lines.append(f"  {p.verdict.value.upper() if p.verdict.value == 'unordered' else p.verdict.value:<18} "
-                     f"{p.producer} [s{p.producer_stream}] -> {p.consumer} [s{p.consumer_stream}] gap {p.gap_ns / 1e3:.1f} us {edge or ''}")
-    if len(a.pairs) > len(shown):
-        lines.append(f"  ... {len(a.pairs) - len(shown)} more (--json lists up to 200)")
-    return "\n".join(lines)
-
-
-def _target(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[str], list[tuple[str, str]]]:
-    """(name, command, default pairs) for a built-in workload, a profile, or a user command."""
-    if extra:
-        if args.workload:
-            raise UsageError("give either WORKLOAD or a command after --, not both")
-        return Path(extra[0]).name.replace(".py", ""), extra, []
-    if not args.workload:
-        raise UsageError("nothing to trace: give a WORKLOAD or a command after --")
-    from tracer.commands.run import spec_from_args
-
-    spec = spec_from_args(args)
-    cmd = [sys.executable, "-m", "tracer", "run", args.workload, "--no-fail-on-check"]
-    for flag in ("variant", "config", "shape", "steps", "seed", "layers", "microbatches"):
-        value = getattr(args, flag)
-        if value is not None:
-            cmd += [f"--{flag}", str(value)]
-    if args.checkpointing is not None:
-        cmd.append("--checkpointing" if args.checkpointing else "--no-checkpointing")
-    return spec.name, cmd, list(spec.pairs)
-
-
-def choose_backend(name: str) -> str:
-    if name not in BACKENDS:
-        raise unknown("backend", name, BACKENDS)
-    if name != "auto":
-        return name
-    from tracer.capture.nsys import importer_status
-
-    return "nsys" if importer_status()[0] else "cupti"
-
-
 def cmd_run(args: argparse.Namespace) -> int:
-    extra = list(getattr(args, "command_after_dashdash", []) or [])
+    from tracer.capture.record import CaptureRequest, choose_backend, record
+    from tracer.cliargs import trace_target
+    from tracer.store.rundir import default_run_dir
+
     backend = choose_backend(args.backend)
-    name, command, default_pairs = _target(args, extra)
-    pairs, all_pairs = pair_args(args.pairs, default_pairs)
-    final = args.output or default_run_dir(name)
-    with staged(final) as tmp:
-        logs = tmp / "logs"
-        logs.mkdir()
-        if backend == "nsys":
-            from tracer.capture.nsys import capture
-
-            res = capture(command, tmp / "trace.sqlite", logs, args.timeout,
-                          cuda_event_trace=args.cuda_event_trace, capture_range=args.capture_range)
-        else:
-            from tracer.capture.cupti import capture as cupti_capture
-
-            res = cupti_capture(command, tmp / "trace.sqlite", logs, args.timeout)
-        write_json(tmp / "command.json", {"argv": command, "backend": backend, "exit": res.returncode,
-                                          "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)})
-        write_json(tmp / "environment.json", environment())
-        if res.timed_out or not (tmp / "trace.sqlite").is_file():
-            tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
-            raise UsageError(f"capture of {name} produced no trace (exit {res.returncode}, timed out: {res.timed_out}); "
-                             f"stderr ends: {tail or '(empty)'}")
-        from tracer.trace.load import load_trace
-
-        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
-        write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
-    print(f"run directory: {final} (backend {backend}, target exit {res.returncode})", file=sys.stderr)
-    if res.returncode not in (0, None):
-        print(f"tracer: warning: the traced command exited {res.returncode}; see {final}/logs", file=sys.stderr)
-    return report(analysis, args.json, args.fail_on_unordered)
-
-
-def _pairs_for_source(source: Path) -> list[tuple[str, str]]:
-    verdict = source / "verdict.json" if source.is_dir() else None
-    if verdict and verdict.is_file():
-        spec = json.loads(verdict.read_text()).get("pair_spec", "none")
-        if spec not in ("none", "all"):
-            return [parse_pair_spec(s.strip()) for s in spec.split(", ")]
-    return []
+    name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
+    out = args.output or default_run_dir(name)
+    rec = record(CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace,
+                                args.capture_range), choose_pairs(args.pairs, profile_pairs, "all"))
+    print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
+    return finish(rec.analysis, args, rec.target_failure)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tracer.trace.load import load_trace
-
-    pairs, all_pairs = pair_args(args.pairs, _pairs_for_source(args.source))
-    return report(analyze(load_trace(args.source), pairs, all_pairs), args.json, args.fail_on_unordered)
+    run = open_trace(args.source)
+    return finish(choose_pairs(args.pairs, run.pair_spec, "all").analyze(run.load()), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from tracer.trace.load import load_trace
+    from tracer.capture.record import import_run
+    from tracer.store.rundir import default_run_dir
 
-    trace = load_trace(args.source)
-    pairs, all_pairs = pair_args(args.pairs, [])
-    analysis = analyze(trace, pairs, all_pairs)
-    final = args.output or default_run_dir(args.source.name.split(".")[0])
-    with staged(final) as tmp:
-        src = Path(trace.source)
-        shutil.copyfile(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
-        write_json(tmp / "command.json", {"imported_from": str(args.source.resolve()), "backend": "import"})
-        write_json(tmp / "verdict.json", analysis.to_json())
-    print(f"run directory: {final}", file=sys.stderr)
-    return report(analysis, args.json, args.fail_on_unordered)
+    out = args.output or default_run_dir(args.source.name.split(".")[0])
+    rec = import_run(open_trace(args.source), out, choose_pairs(args.pairs, None, "all"))
+    print(f"run directory: {out}", file=sys.stderr)
+    return finish(rec.analysis, args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
-    from tracer.trace.load import load_trace
 
-    trace = load_trace(args.source)
-    n = write_perfetto(analyze(trace, _pairs_for_source(args.source)), args.output)
+    run = open_trace(args.source)
+    n = write_perfetto(choose_pairs(None, run.pair_spec, "none").analyze(run.load()), args.output)
     print(f"wrote {args.output} ({n} events); open it in ui.perfetto.dev")
     return 0

@@ -232,3 +232,11 @@ class KernelKey:
             ("TILE_N", str(tn)),
             ("NTHREADS", str(THREADS)),
         ]
+
+
+def parse_shape(text: str) -> tuple[int, int]:
+    """ROWSxCOLS with positive integers."""
+    parts = text.lower().split("x")
+    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
+        raise UsageError(f"shape {text!r} is not ROWSxCOLS with positive integers, e.g. 4096x4096")
+    return int(parts[0]), int(parts[1])

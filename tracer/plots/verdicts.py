@@ -8,32 +8,33 @@ import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
-from tracer.sanitize.model import SanVerdict  # noqa: E402
+from tracer.sanitize.model import SanVerdict, Tool, ToolRun  # noqa: E402
 
 VERDICT_COLORS = {"clean": "#4daf4a", "errors": "#e41a1c", "suppressed": "#a6d96a", "target-failed": "#ff7f00",
                   "tool-failed": "#984ea3", "timeout": "#777777", "missing": "#ffffff"}
 
 
-def cell_state(run: dict) -> tuple[str, str]:
-    """(colour key, text) of one run's JSON."""
-    verdict = run["verdict"]
-    n = sum(f["count"] for f in run["findings"])
-    sup = run["suppressed"]["count"]
-    if verdict == SanVerdict.CLEAN.value and sup:
+def cell_state(run: ToolRun) -> tuple[str, str]:
+    """(colour key, text) of one run."""
+    n = sum(f.count for f in run.findings)
+    sup = sum(f.count for _, f in run.suppressed)
+    if run.verdict is SanVerdict.CLEAN and sup:
         return "suppressed", f"clean\n({sup} suppressed)"
-    if verdict == SanVerdict.ERRORS.value:
+    if run.verdict is SanVerdict.ERRORS:
         return "errors", f"errors\n{n}"
-    if verdict == SanVerdict.TARGET_FAILED.value and run["errors_found"]:
+    if run.verdict is SanVerdict.TARGET_FAILED and run.errors_found:
         return "target-failed", f"target-failed\n+ {n} errors"
-    return verdict, verdict
+    return run.verdict.value, run.verdict.value
 
 
-def draw_verdicts(runs: list[dict], title: str = "compute-sanitizer verdicts") -> Figure:
-    tools = ["memcheck", "racecheck", "initcheck", "synccheck"]
-    rows = list(dict.fromkeys(f"{r['workload']}" + (f" [{r['filter']}]" if r.get("filter") == "on" else "") for r in runs))
-    cell = {}
-    for r in runs:
-        cell[(r["workload"] + (f" [{r['filter']}]" if r.get("filter") == "on" else ""), r["tool"])] = cell_state(r)
+def _row(run: ToolRun) -> str:
+    return run.workload + (f" [{run.filter}]" if run.filter == "on" else "")
+
+
+def draw_verdicts(runs: list[ToolRun], title: str = "compute-sanitizer verdicts") -> Figure:
+    tools = [t.value for t in Tool]
+    rows = list(dict.fromkeys(_row(r) for r in runs))
+    cell = {(_row(r), r.tool.value): cell_state(r) for r in runs}
     fig, ax = plt.subplots(figsize=(2.2 * len(tools) + 3, 0.7 * len(rows) + 1.6), dpi=100)
     for i, row in enumerate(rows):
         for j, tool in enumerate(tools):

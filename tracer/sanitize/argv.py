@@ -2,19 +2,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 
 from tracer.errors import unknown
+from tracer.sanitize.model import Tool
 
 ERROR_EXITCODE = 86  # what compute-sanitizer exits with when it found errors
-
-
-class Tool(str, Enum):
-    MEMCHECK = "memcheck"
-    RACECHECK = "racecheck"
-    INITCHECK = "initcheck"
-    SYNCCHECK = "synccheck"
 
 
 def parse_tools(name: str) -> tuple[Tool, ...]:
@@ -39,6 +32,9 @@ class SanitizeOptions:
     exclude_kernels: tuple[str, ...] = field(default_factory=tuple)
     error_exitcode: int = ERROR_EXITCODE
     extra: tuple[str, ...] = field(default_factory=tuple)
+
+
+__all__ = ["ERROR_EXITCODE", "SanitizeOptions", "Tool", "build_argv", "parse_tools"]
 
 
 def build_argv(binary: str, opts: SanitizeOptions, target: list[str]) -> list[str]:

@@ -1,8 +1,16 @@
 """compute-sanitizer findings and per-run verdicts."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from enum import Enum
+from typing import Any
+
+
+class Tool(str, Enum):
+    MEMCHECK = "memcheck"
+    RACECHECK = "racecheck"
+    INITCHECK = "initcheck"
+    SYNCCHECK = "synccheck"
 
 
 class SanVerdict(str, Enum):
@@ -31,6 +39,10 @@ class Finding:
     def to_json(self) -> dict[str, object]:
         return dict(self.__dict__)
 
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> Finding:
+        return cls(**{f.name: d[f.name] for f in fields(cls)})
+
 
 @dataclass(frozen=True)
 class Parsed:
@@ -47,7 +59,7 @@ class Parsed:
 
 @dataclass(frozen=True)
 class ToolRun:
-    tool: str
+    tool: Tool
     workload: str
     verdict: SanVerdict
     errors_found: bool
@@ -68,7 +80,7 @@ class ToolRun:
         for rule, f in self.suppressed:
             rules[rule] = rules.get(rule, 0) + f.count
         return {
-            "tool": self.tool, "workload": self.workload, "filter": self.filter, "verdict": self.verdict.value,
+            "tool": self.tool.value, "workload": self.workload, "filter": self.filter, "verdict": self.verdict.value,
             "errors_found": self.errors_found, "target_failed": self.target_failed, "incomplete": self.incomplete,
             "target_exit": self.target_exit, "sanitizer_exit": self.sanitizer_exit,
             "findings": [f.to_json() for f in self.findings],
@@ -77,3 +89,13 @@ class ToolRun:
             "reported_errors": self.reported_errors, "seconds": round(self.seconds, 2), "files": self.files,
             "notes": list(self.notes),
         }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> ToolRun:
+        """A run back from its JSON (report.json); KeyError, TypeError or ValueError when it is not one."""
+        suppressed = tuple((str(f["rule"]), Finding.from_json(f)) for f in d["suppressed"]["findings"])
+        return cls(Tool(d["tool"]), str(d["workload"]), SanVerdict(d["verdict"]), bool(d["errors_found"]),
+                   bool(d["target_failed"]), bool(d["incomplete"]), d["target_exit"], d["sanitizer_exit"],
+                   tuple(Finding.from_json(f) for f in d["findings"]), suppressed, d["reported_errors"],
+                   float(d.get("seconds", 0.0)), str(d.get("filter", "off")), dict(d.get("files", {})),
+                   tuple(d.get("notes", ())))

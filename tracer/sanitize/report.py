@@ -10,13 +10,14 @@ from tracer import __version__
 from tracer.sanitize.model import SanVerdict, ToolRun
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent  # SARIF locations are relative to it (kernels/...)
 
 
 def format_text(runs: Sequence[ToolRun]) -> str:
     lines = [f"{'tool':<10} {'workload':<24} {'filter':<7} {'verdict':<14} {'findings':>9} {'suppressed':>11}  notes"]
     for r in runs:
         sup = sum(f.count for _, f in r.suppressed)
-        lines.append(f"{r.tool:<10} {r.workload:<24} {r.filter:<7} {r.verdict.value:<14} "
+        lines.append(f"{r.tool.value:<10} {r.workload:<24} {r.filter:<7} {r.verdict.value:<14} "
                      f"{sum(f.count for f in r.findings):>9} {sup:>11}  "
                      + "; ".join(([f"target exit {r.target_exit}"] if r.target_failed and r.target_exit is not None else [])
                                  + (["errors found before the target failed"] if r.errors_found and r.target_failed else [])
@@ -40,7 +41,7 @@ def to_junit(runs: Sequence[ToolRun]) -> str:
                        failures=str(sum(r.verdict is SanVerdict.ERRORS for r in runs)),
                        errors=str(sum(r.verdict not in (SanVerdict.ERRORS, SanVerdict.CLEAN) for r in runs)))
     for r in runs:
-        case = ET.SubElement(suite, "testcase", classname=f"sanitize.{r.tool}", name=f"{r.tool}:{r.workload}:{r.filter}",
+        case = ET.SubElement(suite, "testcase", classname=f"sanitize.{r.tool.value}", name=f"{r.tool.value}:{r.workload}:{r.filter}",
                              time=f"{r.seconds:.2f}")
         summary = "; ".join(f"{f.count} x {f.kind} in {f.kernel} at {f.source}" for f in r.findings[:20])
         if r.verdict is SanVerdict.ERRORS:
@@ -70,8 +71,8 @@ def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
     results = []
     for r in runs:
         for f in r.findings:
-            rule_id = f"{r.tool}/{f.kind}"
-            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"compute-sanitizer {r.tool}: {f.kind}"}})
+            rule_id = f"{r.tool.value}/{f.kind}"
+            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"compute-sanitizer {r.tool.value}: {f.kind}"}})
             results.append({
                 "ruleId": rule_id, "level": "warning" if f.level == "warning" else "error",
                 "message": {"text": f"{f.message} ({f.count} records in {f.kernel or '?'}, workload {r.workload})"},
@@ -83,3 +84,25 @@ def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
                             "informationUri": "https://docs.nvidia.com/compute-sanitizer/", "rules": list(rules.values())}},
         "results": results}]}
     return json.dumps(doc, indent=1)
+
+
+def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | None) -> None:
+    """The JUnit and SARIF files asked for, each written under a temporary name and renamed."""
+    from tracer.errors import OutputError
+
+    for path, render in ((junit, lambda: to_junit(runs)), (sarif, lambda: to_sarif(runs, SOURCE_ROOT))):
+        if path is None:
+            continue
+        tmp = path.with_name(f".{path.name}.tmp")
+        try:
+            tmp.write_text(render())
+            tmp.replace(path)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+
+
+def not_clean(runs: Sequence[ToolRun]) -> str:
+    """Why these runs fail a check ("" when every one is clean)."""
+    bad = [r for r in runs if r.verdict is not SanVerdict.CLEAN]
+    return f"{len(bad)} of {len(runs)} sanitizer run(s) not clean" if bad else ""

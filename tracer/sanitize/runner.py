@@ -69,7 +69,7 @@ def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None,
              (target_failed, SanVerdict.TARGET_FAILED), (bool(kept), SanVerdict.ERRORS)]
     v = next((verdict for cond, verdict in order if cond), SanVerdict.CLEAN)
     target_exit = rc if rc not in (ERROR_EXITCODE, None) else None
-    return ToolRun(tool.value, workload, v, bool(kept), target_failed, incomplete, target_exit, rc, kept, suppressed,
+    return ToolRun(tool, workload, v, bool(kept), target_failed, incomplete, target_exit, rc, kept, suppressed,
                    text.reported_errors, res.seconds, filter_label, files, tuple(notes))
 
 

@@ -1,5 +1,5 @@
-"""Open any supported trace: nsys/tracer SQLite, PyTorch profiler JSON (.json, .json.gz), or an
-.nsys-rep (exported to SQLite first, where nsys is installed)."""
+"""Read a trace file: nsys/tracer SQLite or PyTorch profiler JSON (.json, .json.gz). Reading only:
+an .nsys-rep is exported to SQLite by the command layer (tracer.cliargs.readable) first."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from pathlib import Path
 from tracer.errors import TraceFormatError
 from tracer.trace.model import Trace
 
-SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep", "a run directory")
+SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep (exported first)", "a run directory")
 
 
 def load_trace(path: Path) -> Trace:
@@ -23,9 +23,7 @@ def load_trace(path: Path) -> Trace:
         raise TraceFormatError(f"{path}: no such file")
     name = path.name.lower()
     if name.endswith(".nsys-rep"):
-        from tracer.capture.nsys import export_sqlite
-
-        return read_nsys_sqlite(export_sqlite(path))
+        raise TraceFormatError(f"{path}: an .nsys-rep must be exported to SQLite before it is read")
     if name.endswith((".json", ".json.gz")):
         return read_kineto(path)
     if name.endswith((".sqlite", ".db")):

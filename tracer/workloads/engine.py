@@ -24,6 +24,27 @@ PLANTED_DELAY_CYCLES = 4_000_000
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+@dataclass(frozen=True)
+class Traits:
+    """What a workload kind does differently from the others."""
+
+    dgrad_only: bool  # one weight cast, cast-transpose and dgrad per step (an OUT x IN weight), not a linear stack
+    side_stream: bool  # the dgrad runs on a second stream
+    event_wait: bool  # ... which waits on the main stream (an event record -> wait edge)
+    delayed_producer: bool  # a GPU spin before the cast-transpose, so an unordered dgrad overtakes it
+    torch_cast: bool = False  # stock PyTorch ops instead of tracer's kernel (runs on the CPU too)
+
+
+TRAITS = {
+    Kind.CAST_TRANSPOSE_DGRAD: Traits(dgrad_only=True, side_stream=False, event_wait=False, delayed_producer=False),
+    Kind.PLANTED_CROSS_STREAM: Traits(dgrad_only=True, side_stream=True, event_wait=False, delayed_producer=True),
+    Kind.EVENT_ORDERED_DGRAD: Traits(dgrad_only=True, side_stream=True, event_wait=True, delayed_producer=False),
+    Kind.LINEAR_BACKWARD: Traits(dgrad_only=False, side_stream=False, event_wait=False, delayed_producer=False),
+    Kind.TORCH_COMPOSITE: Traits(dgrad_only=False, side_stream=False, event_wait=False, delayed_producer=False,
+                                 torch_cast=True),
+}
+
+
 def nvtx_range(name: str) -> contextlib.AbstractContextManager[object]:
     import nvtx
 
@@ -63,6 +84,7 @@ class Engine:
         element-wise and GEMM checks compare (a random block per check; campaigns use < 1 for speed);
         flush_each_step: read results back every step (campaigns flush once per batch of trials)."""
         self.spec = spec
+        self.traits = TRAITS[spec.kind]
         self.checks = frozenset(Check) if checks is None else checks
         self.sample = sample
         self.flush_each_step = flush_each_step
@@ -71,7 +93,7 @@ class Engine:
         self.gen = torch.Generator(device=self.device).manual_seed(spec.seed)
         self.dtype = TORCH_DTYPES[spec.in_dtype.value]
         self.detector = Detector()
-        cross = spec.kind in (Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) or spec.cross_stream_layer >= 0
+        cross = self.traits.side_stream or spec.cross_stream_layer >= 0
         self.side = torch.cuda.Stream(self.device) if cross else None
         self.layers = [self._make_layer(i) for i in range(spec.layers)]
         # The weights never change, so their reference amax is computed once, not on every cast.
@@ -82,14 +104,15 @@ class Engine:
     # ---- setup -------------------------------------------------------------------------------
     def _make_layer(self, index: int) -> Layer:
         s = self.spec
-        out_dim = s.out_dim if s.kind in (Kind.CAST_TRANSPOSE_DGRAD, Kind.PLANTED_CROSS_STREAM, Kind.EVENT_ORDERED_DGRAD) else s.hidden
-        w = (torch.randn(out_dim, s.hidden, device=self.device, generator=self.gen) / s.hidden**0.5).to(self.dtype)
+        out_dim = s.out_dim if self.traits.dgrad_only else s.hidden
+        weight = (torch.randn(out_dim, s.hidden, device=self.device, generator=self.gen) / s.hidden**0.5).to(self.dtype)
         r = s.recipe
-        states = [ScalingState(f"layer{index}.{role.value}", r.fp8_format.format_for(role), r, self.device) for role in Role]
+        states = {role: ScalingState(f"layer{index}.{role.value}", r.fp8_format.format_for(role), r, self.device) for role in Role}
         if self.uninit_scale is not None:
             self.uninit_scale[:1].fill_(1.0)
-            states[2].scale = self.uninit_scale  # planted_uninit: scale[1] is never written
-        return Layer(w, *states, main_grad=torch.zeros(out_dim, s.hidden, device=self.device))
+            states[Role.GRAD_OUTPUT].scale = self.uninit_scale  # planted_uninit: scale[1] is never written
+        return Layer(weight, x=states[Role.INPUT], w=states[Role.WEIGHT], go=states[Role.GRAD_OUTPUT],
+                     main_grad=torch.zeros(out_dim, s.hidden, device=self.device))
 
     def states(self) -> Iterator[ScalingState]:
         for layer in self.layers:
@@ -102,7 +125,7 @@ class Engine:
         buffer when a checkpoint recompute casts the same data again). check=False leaves the
         checks to the caller (`check_cast`), so a consumer can be launched before them."""
         amax = state.amax if count else torch.zeros(1, device=self.device)
-        if self.spec.kind is Kind.TORCH_COMPOSITE:
+        if self.traits.torch_cast:
             fp8 = torch_fp8_dtype(state.fmt)
             row = (x.float() * state.scale[0]).clamp(-state.fmt.max_finite, state.fmt.max_finite).to(fp8)
             col = row.t().contiguous()
@@ -184,10 +207,7 @@ class Engine:
 
     # ---- one step ------------------------------------------------------------------------------
     def step(self, s: int) -> None:
-        if self.spec.kind in (Kind.LINEAR_BACKWARD, Kind.TORCH_COMPOSITE):
-            self._linear_step(s)
-        else:
-            self._dgrad_step(s)
+        (self._dgrad_step if self.traits.dgrad_only else self._linear_step)(s)
         self._end_step(s)
 
     def _random(self, rows: int, cols: int) -> torch.Tensor:
@@ -199,7 +219,7 @@ class Engine:
         with nvtx_range(f"{where}/cast_weight"):
             w8 = self.cast(layer.weight, layer.w, where)
         dy = self._random(self.spec.tokens, layer.weight.shape[0])
-        if self.spec.kind is Kind.PLANTED_CROSS_STREAM:
+        if self.traits.delayed_producer:
             torch.cuda._sleep(PLANTED_DELAY_CYCLES)
         with nvtx_range(f"{where}/cast_transpose"):
             g8 = self.cast(dy, layer.go, where, check=False)
@@ -208,7 +228,7 @@ class Engine:
             with nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)
         else:
-            if self.spec.kind is Kind.EVENT_ORDERED_DGRAD:
+            if self.traits.event_wait:
                 self.side.wait_stream(main)  # event record on main, wait on side
             with torch.cuda.stream(self.side), nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)

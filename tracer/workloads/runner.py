@@ -5,14 +5,12 @@ import time
 from dataclasses import dataclass
 
 from tracer.fp8.detector import Check, CheckVerdict, Where, summarize
-from tracer.errors import TracerError, UsageError, unknown
+from tracer.errors import TargetFailed, UsageError, unknown
 from tracer.workloads.spec import Kind, WorkloadSpec
 
 
-class WorkloadFailed(TracerError):
+class WorkloadFailed(TargetFailed):
     """The workload itself failed on the GPU (a kernel fault, a CUDA error)."""
-
-    exit_code = 7
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ import html
 import io
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from matplotlib.figure import Figure
+if TYPE_CHECKING:
+    from matplotlib.figure import Figure
 
 CSS = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
@@ -54,7 +56,14 @@ class Report:
         return "\n".join(parts)
 
     def write(self, out: Path) -> Path:
+        """Written under a temporary name and renamed; nothing is left behind when writing fails."""
+        from tracer.errors import OutputError
+
         tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(self.render())
-        tmp.replace(out)
+        try:
+            tmp.write_text(self.render())
+            tmp.replace(out)
+        except OSError as exc:
+            tmp.unlink(missing_ok=True)
+            raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from exc
         return out

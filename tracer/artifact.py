@@ -1,0 +1,205 @@
+"""The reading layer: what a path holds, opened as typed data.
+
+`open_artifact(path)` recognises a trace run directory, a trace file (nsys/tracer SQLite, PyTorch
+profiler JSON, plain or gzipped), a `tracer sanitize` output (its directory or report.json), a
+campaign store (opened read-only) or an ablation JSON, and returns a `TraceRun`, `SanitizeRun` or
+`CampaignRun` (Nsight Compute reports and multi-process jobs join this union as `NcuRun` and
+`JobRun`). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
+what it is. Nothing here runs a process or imports capture code: an .nsys-rep is exported to SQLite
+by the command before it is opened.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Union
+
+from tracer.errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from tracer.campaign.stats import CellStats
+    from tracer.sanitize.model import ToolRun
+    from tracer.trace.analyze import Analysis
+    from tracer.trace.model import Trace
+
+HEAD_BYTES = 1 << 16
+SQLITE_MAGIC = b"SQLite format 3\x00"
+NSYS_REP = ".nsys-rep"
+
+
+class Kind(str, Enum):
+    TRACE = "trace"
+    SANITIZE = "sanitize"
+    CAMPAIGN = "campaign"
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """The producer -> consumer pairs a run was analysed with (verdict.json `pair_spec`)."""
+
+    mode: str  # "none" | "all" | "globs"
+    globs: tuple[tuple[str, str], ...] = ()
+
+    @classmethod
+    def from_json(cls, value: object) -> PairSpec:
+        """{"mode": ..., "globs": [[p, c], ...]}, or the old joined string ("none", "all", "p:c, p:c")."""
+        if isinstance(value, dict) and value.get("mode") in ("none", "all", "globs"):
+            globs = tuple((str(p), str(c)) for p, c in value.get("globs") or ())
+            return cls(str(value["mode"]), globs)
+        if isinstance(value, str) and value in ("none", "all", ""):
+            return cls(value or "none")
+        if isinstance(value, str) and all(part.count(":") == 1 for part in value.split(", ")):
+            return cls("globs", tuple(tuple(part.split(":")) for part in value.split(", ")))  # type: ignore[misc]
+        raise TraceFormatError(f"pair_spec {str(value)[:80]!r} is not 'none', 'all' or a list of producer/consumer globs")
+
+    def to_json(self) -> dict[str, object]:
+        return {"mode": self.mode, "globs": [list(g) for g in self.globs]}
+
+    def analyze(self, trace: Trace) -> Analysis:
+        """The trace's ordering verdicts for these pairs."""
+        from tracer.trace.analyze import analyze
+
+        return analyze(trace, list(self.globs), self.mode == "all")
+
+
+@dataclass(frozen=True)
+class TraceRun:
+    path: Path  # as given
+    trace_file: Path  # what the reader opens
+    run_dir: Path | None  # the run directory, when path is one
+    pair_spec: PairSpec | None  # the pairs its verdict.json was made with, when there is one
+    environment: dict[str, Any] | None  # environment.json of a run directory
+
+    def load(self) -> Trace:
+        from tracer.trace.load import load_trace
+
+        return load_trace(self.trace_file)
+
+
+@dataclass(frozen=True)
+class SanitizeRun:
+    path: Path
+    runs: tuple[ToolRun, ...]
+
+
+@dataclass(frozen=True)
+class CampaignRun:
+    path: Path
+    name: str
+    cells: tuple[CellStats, ...]  # cells with at least one trial
+    empty: tuple[str, ...]  # labels of cells with no trials yet (no interval to show)
+    store: bool  # a campaign store; False: an ablation JSON
+
+
+Artifact = Union[TraceRun, SanitizeRun, CampaignRun]
+
+
+def _head(path: Path) -> bytes:
+    with open(path, "rb") as fh:
+        return fh.read(HEAD_BYTES)
+
+
+def _json_keys(path: Path, head: bytes) -> set[str]:
+    """Top-level keys of a JSON file that fits in the head; for a bigger one, the keys named in it."""
+    if len(head) < HEAD_BYTES:
+        try:
+            data = json.loads(head)
+        except (ValueError, UnicodeDecodeError):
+            return set()
+        return set(data) if isinstance(data, dict) else set()
+    text = head.decode("utf-8", "replace")
+    return {k for k in ("traceEvents", "runs", "variants") if f'"{k}"' in text}
+
+
+def sniff(path: Path) -> Kind:
+    """The kind of a file from its first bytes; anything unrecognised is left to the trace readers,
+    whose errors name the format they expected."""
+    if path.name.lower().endswith(NSYS_REP):
+        raise TraceFormatError(f"{path}: an .nsys-rep must be exported to SQLite before it is read "
+                               "(`tracer trace import` does it where nsys is installed)")
+    head = _head(path)
+    if head.startswith(SQLITE_MAGIC):
+        from tracer.campaign.store import is_campaign_store
+
+        return Kind.CAMPAIGN if is_campaign_store(path) else Kind.TRACE
+    if head.lstrip()[:1] == b"{":
+        keys = _json_keys(path, head)
+        if "traceEvents" not in keys and "runs" in keys:
+            return Kind.SANITIZE
+        if "traceEvents" not in keys and "variants" in keys:
+            return Kind.CAMPAIGN
+    return Kind.TRACE
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise TraceFormatError(f"{path}: not readable JSON ({exc})") from exc
+
+
+def open_trace_dir(path: Path) -> TraceRun:
+    verdict, env = path / "verdict.json", path / "environment.json"
+    spec = PairSpec.from_json(_read_json(verdict).get("pair_spec", "none")) if verdict.is_file() else None
+    return TraceRun(path, path / "trace.sqlite", path, spec, _read_json(env) if env.is_file() else None)
+
+
+def open_sanitize(path: Path) -> SanitizeRun:
+    from tracer.sanitize.model import ToolRun
+
+    report = path / "report.json" if path.is_dir() else path
+    data = _read_json(report)
+    try:
+        return SanitizeRun(path, tuple(ToolRun.from_json(r) for r in data["runs"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise TraceFormatError(f"{report}: not a tracer sanitize report ({type(exc).__name__}: {exc})") from exc
+
+
+def open_campaign(path: Path) -> CampaignRun:
+    from tracer.campaign.stats import cell_stats
+    from tracer.campaign.store import Store, is_campaign_store
+
+    if is_campaign_store(path):
+        store = Store.open_readonly(path)
+        try:
+            summary = store.summary()
+            name = store.meta("name") or path.stem
+        finally:
+            store.close()
+        return CampaignRun(path, name, tuple(c.stats for c in summary if c.stats is not None),
+                           tuple(c.label for c in summary if c.stats is None), True)
+    data = _read_json(path)
+    try:
+        variants = {str(k): (int(v["failures"]), int(v["trials"])) for k, v in data["variants"].items()}
+        cells = tuple(cell_stats(k, f, n) for k, (f, n) in variants.items() if n > 0)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TraceFormatError(f"{path}: not a campaign store or a JSON of variant -> trials/failures "
+                               f"({type(exc).__name__}: {exc})") from exc
+    return CampaignRun(path, str(data.get("name") or path.stem), cells, tuple(k for k, (_, n) in variants.items() if n == 0), False)
+
+
+def open_artifact(path: Path) -> Artifact:
+    if path.is_dir():
+        if (path / "trace.sqlite").is_file():
+            return open_trace_dir(path)
+        if (path / "report.json").is_file():
+            return open_sanitize(path)
+        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite or report.json in it)")
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: no such file or directory")
+    kind = sniff(path)
+    if kind is Kind.SANITIZE:
+        return open_sanitize(path)
+    if kind is Kind.CAMPAIGN:
+        return open_campaign(path)
+    return TraceRun(path, path, None, None, None)
+
+
+def expect(path: Path, artifact: Artifact, wanted: type, what: str) -> Any:
+    """The artifact when it is of the wanted kind, else a one-line error naming what it is."""
+    if not isinstance(artifact, wanted):
+        names = {TraceRun: "a trace", SanitizeRun: "a sanitizer report", CampaignRun: "a campaign store or ablation JSON"}
+        raise TraceFormatError(f"{path} holds {names[type(artifact)]}, not {what}")
+    return artifact

@@ -1,0 +1,129 @@
+"""Options several commands share, and their conversion into what the stages take: the workload
+options (and their re-serialisation for a child `tracer run`), producer -> consumer pairs, and the
+opening of a source path (an .nsys-rep is exported to SQLite here, before the reading layer sees it)."""
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tracer.artifact import PairSpec, TraceRun, expect, open_artifact
+from tracer.errors import UsageError
+
+if TYPE_CHECKING:
+    from tracer.artifact import Artifact
+    from tracer.workloads.spec import WorkloadSpec
+
+WORKLOAD_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
+    ("--variant", {"help": "kernel variant (see `tracer kernels list`)"}),
+    ("--config", {"help": "LOAD/STORE widths in bytes, or 'auto' for the heuristic"}),
+    ("--shape", {"help": "TOKENSxHIDDEN, or TOKENSxOUTxIN for the dgrad workloads"}),
+    ("--steps", {"type": int, "help": "training steps to run (default: the profile's)"}),
+    ("--seed", {"type": int, "help": "seed of the random inputs and weights (default: the profile's)"}),
+    ("--layers", {"type": int, "help": "linear layers in the stack (default: the profile's)"}),
+    ("--microbatches", {"type": int, "help": "microbatches per step, gradients accumulated (default: the profile's)"}),
+    ("--checkpointing", {"action": argparse.BooleanOptionalAction, "default": None,
+                         "help": "recompute the forward in backward (default: the profile's)"}),
+)
+PAIRS_HELP = ("'all' or PRODUCER_GLOB:CONSUMER_GLOB (repeatable), e.g. '*/cast_transpose:*/dgrad'; "
+              "default: the run's or the profile's pairs")
+
+
+def add_workload_options(p: argparse.ArgumentParser) -> None:
+    group = p.add_argument_group("workload options (override the profile)")
+    for flag, kw in WORKLOAD_OPTIONS:
+        group.add_argument(flag, **kw)
+
+
+def workload_argv(args: argparse.Namespace) -> list[str]:
+    """The workload options that were given, as `tracer run` arguments: every option of
+    WORKLOAD_OPTIONS, so a new option cannot be dropped on the way to the child."""
+    out: list[str] = []
+    for flag, kw in WORKLOAD_OPTIONS:
+        value = getattr(args, flag[2:].replace("-", "_"))
+        if value is None:
+            continue
+        if kw.get("action") is argparse.BooleanOptionalAction:
+            out.append(flag if value else f"--no-{flag[2:]}")
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def _positive(name: str, value: int | None) -> int | None:
+    if value is not None and value < 1:
+        raise UsageError(f"--{name}={value} must be >= 1")
+    return value
+
+
+def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
+    from tracer.kernel.spec import Config, parse_variant
+    from tracer.workloads.spec import load_workload, parse_shape
+
+    spec = load_workload(args.workload)
+    shape = parse_shape(args.shape, spec.kind) if args.shape else {}
+    over = dict(
+        variant=parse_variant(args.variant) if args.variant else None,
+        steps=_positive("steps", args.steps), seed=args.seed, layers=_positive("layers", args.layers),
+        microbatches=_positive("microbatches", args.microbatches), checkpointing=args.checkpointing, **shape,
+    )
+    spec = spec.with_overrides(**over)
+    if args.config == "auto":
+        return replace(spec, config=None)
+    return spec.with_overrides(config=None if args.config is None else Config.parse(args.config))
+
+
+def trace_target(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[str], PairSpec | None]:
+    """(name, command, the profile's pairs) of `trace run`: a built-in workload or profile run by a
+    child `tracer run` with the same workload options, or the user's command after --."""
+    if extra:
+        if args.workload:
+            raise UsageError("give either WORKLOAD or a command after --, not both")
+        return Path(extra[0]).name.replace(".py", ""), extra, None
+    if not args.workload:
+        raise UsageError("nothing to trace: give a WORKLOAD or a command after --")
+    return workload_command(spec_from_args(args), args.workload, workload_argv(args))
+
+
+def workload_command(spec: WorkloadSpec, workload: str, options: list[str]) -> tuple[str, list[str], PairSpec | None]:
+    """(name, `tracer run` argv, the profile's pairs) of a workload with these workload options."""
+    cmd = [sys.executable, "-m", "tracer", "run", workload, "--no-fail-on-check", *options]
+    return spec.name, cmd, PairSpec("globs", spec.pairs) if spec.pairs else None
+
+
+def parse_pairs(given: list[str] | None) -> PairSpec | None:
+    """--pairs values as a PairSpec (None when none were given)."""
+    from tracer.trace.analyze import parse_pair_spec
+
+    if not given:
+        return None
+    if "all" in given:
+        return PairSpec("all")
+    return PairSpec("globs", tuple(parse_pair_spec(g) for g in given))
+
+
+def choose_pairs(given: list[str] | None, recorded: PairSpec | None, fallback: str) -> PairSpec:
+    """--pairs, else the pairs the run was made with, else the fallback mode ('all' or 'none')."""
+    return parse_pairs(given) or (recorded if recorded and recorded.mode != "none" else PairSpec(fallback))
+
+
+def readable(path: Path) -> Path:
+    """An .nsys-rep exported to SQLite beside it (needs nsys); any other path as it is."""
+    if path.name.lower().endswith(".nsys-rep"):
+        from tracer.capture.nsys import export_sqlite
+
+        return export_sqlite(path)
+    return path
+
+
+def open_source(path: Path) -> Artifact:
+    """The artifact at path (a trace file keeps the name it was given, an .nsys-rep too)."""
+    art = open_artifact(readable(path))
+    return replace(art, path=path) if isinstance(art, TraceRun) and art.run_dir is None else art
+
+
+def open_trace(path: Path) -> TraceRun:
+    run: TraceRun = expect(path, open_source(path), TraceRun, "a trace")
+    return run

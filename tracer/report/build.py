@@ -1,0 +1,81 @@
+"""The HTML report's sections, one kind of artifact at a time: a trace's verdicts (UNORDERED
+first, as in the CLI and the JSON), streams, top kernels and timeline; the sanitizer matrix and
+findings; a campaign's chart and trials (cells without trials say so)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from tracer.artifact import Artifact, CampaignRun, PairSpec, SanitizeRun, TraceRun
+from tracer.report.html import Report
+from tracer.sanitize.model import ToolRun
+from tracer.trace.analyze import Analysis, analyze, top_kernels
+from tracer.trace.ordering import Verdict
+from tracer.trace.text import counts_text, edge_text
+
+MAX_FINDINGS_PER_RUN = 20
+
+
+def trace_analysis(run: TraceRun, pairs: PairSpec | None = None) -> Analysis:
+    """The run analysed with the given pairs, else the pairs its verdict was made with, else none."""
+    spec = pairs or run.pair_spec or PairSpec("none")
+    return analyze(run.load(), list(spec.globs), spec.mode == "all")
+
+
+def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range: str | None) -> None:
+    from tracer.plots.timeline import draw_timeline
+    from tracer.trace.timeline import timeline_data
+
+    if run.environment is not None:
+        rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
+    pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)
+    rep.add_table(f"ordering verdicts: {name}", ["producer", "consumer", "streams", "verdict", "ordered by", "gap (us)"],
+                  [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}",
+                    p.verdict.value.upper() if p.verdict is Verdict.UNORDERED else p.verdict.value,
+                    edge_text(p.edge) if p.edge else "-", f"{p.gap_ns / 1e3:.1f}"] for p in pairs],
+                  [p.verdict.value for p in pairs])
+    rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
+                  [[s.device, s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
+                    f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
+    rep.add_table(f"kernels with the most GPU time: {name}", ["kernel", "launches", "total (ms)"],
+                  [[k, n, f"{ns / 1e6:.3f}"] for k, n, ns in top_kernels(a.trace)])
+    rep.add_figure(f"stream timeline: {name}", draw_timeline(timeline_data(a, range_regex=timeline_range)),
+                   f"{len(a.trace.kernels)} kernels; {a.attribution.unattributed} unattributed; "
+                   f"pairs: {counts_text(a.pair_counts)}")
+
+
+def add_campaign(rep: Report, name: str, run: CampaignRun) -> None:
+    from tracer.plots.ablation import draw_ablation
+
+    caption = f"cells without trials yet: {', '.join(run.empty)}" if run.empty else ""
+    if run.cells:
+        rep.add_figure(f"ablation: {name}", draw_ablation(list(run.cells)), caption)
+    rows = [[c.label, f"{c.failures}/{c.trials}", f"{c.rate:.4f}",
+             f"[{c.lower:.4f}, {c.upper:.4f}]" + (" one-sided" if c.one_sided else "")] for c in run.cells]
+    rows += [[label, "no trials", "-", "-"] for label in run.empty]
+    rep.add_table("trials", ["variant", "failures / trials", "rate", "95% interval"], rows)
+
+
+def add_sanitizer(rep: Report, runs: Sequence[ToolRun]) -> None:
+    from tracer.plots.verdicts import draw_verdicts
+
+    rep.add_figure("sanitizer verdicts", draw_verdicts(list(runs)))
+    rep.add_table("sanitizer findings", ["tool", "workload", "verdict", "kind", "kernel", "source", "count"],
+                  [[r.tool.value, r.workload, r.verdict.value, f.kind, f.kernel, f.source, f.count]
+                   for r in runs for f in r.findings[:MAX_FINDINGS_PER_RUN]])
+
+
+def build_report(artifacts: Sequence[Artifact], title: str, timeline_range: str | None = None,
+                 pairs: PairSpec | None = None) -> Report:
+    rep = Report(title)
+    runs: list[ToolRun] = []
+    for art in artifacts:
+        if isinstance(art, TraceRun):
+            add_trace(rep, art.path.name, art, trace_analysis(art, pairs), timeline_range)
+        elif isinstance(art, SanitizeRun):
+            runs += art.runs
+        else:
+            add_campaign(rep, art.path.name, art)
+    if runs:
+        add_sanitizer(rep, runs)
+    return rep

@@ -1,0 +1,62 @@
+"""`tracer demo`: the whole product on sample data captured on an H200 (shipped in tracer/data/demo):
+ordering verdicts, the sanitizer matrix, a campaign, their pictures, a Perfetto export and the
+HTML report. No GPU, no Nsight binary."""
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tracer.artifact import PairSpec, TraceRun, open_campaign, open_sanitize
+
+if TYPE_CHECKING:
+    from tracer.campaign.stats import CellStats
+
+DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_PAIRS = PairSpec("globs", (("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")))
+FILES = ("timeline.png", "verdicts.png", "ablation.png", "report.html", "trace.perfetto.json")
+
+
+def default_output() -> Path:
+    """A fresh folder in the system's temp directory: never inside the source tree or the cwd."""
+    return Path(tempfile.mkdtemp(prefix="tracer-demo-"))
+
+
+def campaign_lines(cells: Sequence[CellStats]) -> list[str]:
+    return [f"  {c.label:<24} {c.failures:>4}/{c.trials:<5} rate {c.rate:.3f}  95% [{c.lower:.4f}, {c.upper:.4f}]"
+            + (" (one-sided)" if c.one_sided else "") for c in cells]
+
+
+def run_demo(out: Path | None = None) -> str:
+    """Write the demo's files into out (default: a new temp folder); return the text to print."""
+    from tracer.plots.ablation import draw_ablation
+    from tracer.plots.perfetto import write_perfetto
+    from tracer.plots.timeline import draw_timeline, save
+    from tracer.plots.verdicts import draw_verdicts
+    from tracer.report.build import build_report, trace_analysis
+    from tracer.sanitize.selftest import format_matrix
+    from tracer.trace.text import format_analysis
+    from tracer.trace.timeline import timeline_data
+
+    out = out or default_output()
+    out.mkdir(parents=True, exist_ok=True)
+    trace_file = DEMO_DIR / "linear_backward_planted.sqlite"
+    trace = TraceRun(trace_file, trace_file, None, DEMO_PAIRS, None)
+    sanitize, campaign = open_sanitize(DEMO_DIR / "sanitize"), open_campaign(DEMO_DIR / "campaign.json")
+    a = trace_analysis(trace)
+    runs = list(sanitize.runs)
+    text = ["== ordering verdicts (CUPTI capture of linear_backward with a planted cross-stream dgrad, H200)",
+            format_analysis(a),
+            "\n== sanitizer matrix (compute-sanitizer on the planted workloads, H200)",
+            format_matrix(runs, list(dict.fromkeys(r.workload for r in runs))),
+            "\n== campaign (fence variants and the planted race on cast_transpose_dgrad, H200)",
+            *campaign_lines(campaign.cells)]
+    save(draw_timeline(timeline_data(a, range_regex="^step1/")), out / "timeline.png")
+    save(draw_verdicts(runs), out / "verdicts.png")
+    save(draw_ablation(list(campaign.cells)), out / "ablation.png")
+    write_perfetto(a, out / "trace.perfetto.json")
+    build_report([trace, sanitize, campaign], "tracer demo (sample data from an H200)", "^step1/").write(out / "report.html")
+    text.append(f"\nwrote {', '.join(FILES)} to {out}/ (open {out / 'report.html'})")
+    return "\n".join(text)
+
