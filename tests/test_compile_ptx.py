@@ -152,5 +152,6 @@ def test_blocks_per_sm_matches_the_widest_preferred_patch(dtype: InDtype) -> Non
 
     elems, rows = PREFERRED_PATCHES[0]
     cfg = Config(elems * dtype.nbytes, rows)
-    regs = disasm.summary(KernelKey(Variant.NONE, cfg, dtype, OutFormat.E4M3, "sm_90")).registers
+    key = KernelKey(Variant.NONE, cfg, dtype, OutFormat.E4M3, "sm_90")
+    regs = disasm.summarize(disasm.sass(key), disasm.resource_usage(key)).registers
     assert 65536 // (-(-regs // 8) * 8 * THREADS) == BLOCKS_PER_SM, (cfg, regs)

@@ -5,7 +5,7 @@ import math
 import pytest
 import torch
 
-from tracer.fp8.detector import (Check, Detector, Measure, Rule, Where, codes_mismatch, exact_diff, norm_ratio,
+from tracer.fp8.detector import (Check, Detector, Measure, Rule, Where, codes_mismatch, exact_diff, norm_ratio, summarize,
                              relative_error)
 from tracer.fp8.ref import torch_cast
 from tracer.kernel.spec import OutFormat
@@ -60,7 +60,8 @@ def test_summary_reports_worst_and_first_failure() -> None:
     d.add(Check.DGRAD, Where(2, 3, 1), Measure(torch.tensor(5.0), Rule.ABOVE, 0.02))
     d.add(Check.DGRAD, Where(1, 0, 0), Measure(torch.tensor(0.5), Rule.ABOVE, 0.02))
     d.add(Check.AMAX, Where(0, -1, -1), Measure(torch.tensor(0.0), Rule.NONZERO))
-    (amax, dgrad) = d.verdicts()
+    d.flush()
+    (amax, dgrad) = summarize(d.results)
     assert amax.passed and amax.comparisons == 1
     assert not dgrad.passed and dgrad.failures == 2 and dgrad.worst == 5.0
     assert str(dgrad.first_failure) == "step1/layer0/mb0"

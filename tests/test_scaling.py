@@ -6,21 +6,20 @@ import pytest
 import torch
 
 from tracer.kernel.spec import OutFormat
-from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig, Role, ScalingState, compute_scale, history_amax
+from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig, Role, ScalingState
 
 
-def test_compute_scale_hand_values() -> None:
-    assert compute_scale(2.0, 448.0, 0, 1.0) == 224.0
-    assert compute_scale(2.0, 448.0, 1, 1.0) == 112.0
-    assert compute_scale(57344.0, 57344.0, 0, 5.0) == 1.0
-    assert compute_scale(0.5, 57344.0, 3, 1.0) == 14336.0
-    for bad in (0.0, math.inf, math.nan, -1.0):
-        assert compute_scale(bad, 448.0, 0, 3.5) == 3.5
-
-
-def test_history_amax() -> None:
-    assert history_amax([1.0, 5.0, 2.0], AmaxAlgo.MAX) == 5.0
-    assert history_amax([1.0, 5.0, 2.0], AmaxAlgo.MOST_RECENT) == 1.0
+@pytest.mark.parametrize("amax,fmt,margin,expect", [
+    (2.0, OutFormat.E4M3, 0, 224.0), (2.0, OutFormat.E4M3, 1, 112.0), (57344.0, OutFormat.E5M2, 0, 1.0),
+    (0.5, OutFormat.E5M2, 3, 14336.0), (0.0, OutFormat.E4M3, 0, 1.0), (math.inf, OutFormat.E4M3, 0, 1.0),
+    (math.nan, OutFormat.E4M3, 0, 1.0), (-1.0, OutFormat.E4M3, 0, 1.0),
+])
+def test_scale_is_fp8_max_over_amax_over_two_to_the_margin(amax: float, fmt: OutFormat, margin: int, expect: float) -> None:
+    """Hand values of scale = fp8_max / amax / 2^margin; zero, inf, NaN (or negative) keep the scale (1.0)."""
+    st = ScalingState("t", fmt, RecipeConfig(margin=margin, amax_compute_algo=AmaxAlgo.MOST_RECENT), torch.device("cpu"))
+    st.amax.fill_(amax)
+    st.update()
+    assert float(st.scale[0]) == expect
 
 
 def test_hybrid_formats() -> None:

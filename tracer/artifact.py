@@ -11,6 +11,7 @@ by the command before it is opened.
 from __future__ import annotations
 
 import json
+import sqlite3
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 HEAD_BYTES = 1 << 16
 SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP = ".nsys-rep"
+CAMPAIGN_TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
 
 
 class Kind(str, Enum):
@@ -96,6 +98,24 @@ class CampaignRun:
 Artifact = Union[TraceRun, SanitizeRun, CampaignRun]
 
 
+def is_campaign_store(path: Path) -> bool:
+    """An SQLite file holding the campaign tables (looked at read-only)."""
+    if not path.is_file():
+        return False
+    with open(path, "rb") as fh:
+        if fh.read(16) != SQLITE_MAGIC:
+            return False
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        finally:
+            con.close()
+    except sqlite3.DatabaseError:
+        return False
+    return CAMPAIGN_TABLES <= names
+
+
 def _head(path: Path) -> bytes:
     with open(path, "rb") as fh:
         return fh.read(HEAD_BYTES)
@@ -121,8 +141,6 @@ def sniff(path: Path) -> Kind:
                                "(`tracer trace import` does it where nsys is installed)")
     head = _head(path)
     if head.startswith(SQLITE_MAGIC):
-        from tracer.campaign.store import is_campaign_store
-
         return Kind.CAMPAIGN if is_campaign_store(path) else Kind.TRACE
     if head.lstrip()[:1] == b"{":
         keys = _json_keys(path, head)
@@ -159,7 +177,7 @@ def open_sanitize(path: Path) -> SanitizeRun:
 
 def open_campaign(path: Path) -> CampaignRun:
     from tracer.campaign.stats import cell_stats
-    from tracer.campaign.store import Store, is_campaign_store
+    from tracer.campaign.store import Store
 
     if is_campaign_store(path):
         store = Store.open_readonly(path)

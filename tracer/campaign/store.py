@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
+from tracer.artifact import CAMPAIGN_TABLES, is_campaign_store
 from tracer.errors import TraceFormatError, UsageError
 
 SCHEMA = """
@@ -25,8 +26,6 @@ CREATE TABLE IF NOT EXISTS crashes (id INTEGER PRIMARY KEY, cell_id INTEGER, tri
   exit_code INTEGER, detail TEXT, at REAL);
 CREATE TABLE IF NOT EXISTS inflight (worker TEXT PRIMARY KEY, cell_id INTEGER, trials TEXT, gpu TEXT, started REAL);
 """
-TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 @dataclass(frozen=True)
@@ -88,7 +87,7 @@ class Store:
         if not path.is_file():
             raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
         if not is_campaign_store(path):
-            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))})")
+            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(CAMPAIGN_TABLES))})")
         return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
 
     def close(self) -> None:
@@ -185,24 +184,6 @@ class Store:
     def first_failures(self, cell_id: int, limit: int = 5) -> list[tuple[int, str, str]]:
         return list(self.con.execute("SELECT trial, first_failure, failed_checks FROM trials WHERE cell_id = ? AND failed = 1 "
                                      "ORDER BY trial LIMIT ?", (cell_id, limit)))
-
-
-def is_campaign_store(path: Path) -> bool:
-    """An SQLite file holding the campaign tables (looked at read-only)."""
-    if not path.is_file():
-        return False
-    with open(path, "rb") as fh:
-        if fh.read(16) != SQLITE_MAGIC:
-            return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
-        return False
-    return TABLES <= names
 
 
 class _Tx:

@@ -125,10 +125,6 @@ class Detector:
             self.results.append((check, where, *m.judge(value)))
         self.pending.clear()
 
-    def verdicts(self) -> list[CheckVerdict]:
-        self.flush()
-        return summarize(self.results)
-
 
 def _worst(check: Check, values: list[float]) -> float:
     if check is Check.GRAD_NORM:  # furthest from 1 in either direction

@@ -75,10 +75,3 @@ def amax_of(x: torch.Tensor) -> torch.Tensor:
 
     finite_or_inf = torch.nan_to_num(x, nan=0.0, posinf=float("inf"), neginf=float("-inf"))
     return torch.linalg.vector_norm(finite_or_inf, ord=float("inf")).float().reshape(1)
-
-
-def reference_cast_transpose(x: torch.Tensor, scale: float | torch.Tensor, fmt: OutFormat) -> tuple[torch.Tensor, torch.Tensor, float]:
-    """(rowwise codes, columnwise codes, amax) exactly as the kernel must produce them."""
-    row = torch_cast(x, scale, fmt)
-    amax = float(amax_of(x)) if x.numel() else 0.0
-    return row, row.t().contiguous(), amax

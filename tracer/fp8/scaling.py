@@ -1,12 +1,12 @@
 """DelayedScaling state as the FP8 training recipe keeps it: an amax history per tensor, a scale
 computed from it after each step, and a count of updates so "exactly once per step" can be checked.
 
-The arithmetic (`compute_scale`) is pure; `ScalingState` keeps its tensors on the device so an
-update costs no host synchronisation.
+`ScalingState` keeps its tensors on the device so an update costs no host synchronisation:
+scale = fp8_max / amax / 2^margin, where amax is the history's max (or its most recent entry); a
+zero, inf or NaN amax keeps the previous scale.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -54,19 +54,6 @@ class RecipeConfig:
             raise UsageError(f"amax_history_len={self.amax_history_len} must be >= 1")
         if self.margin < 0:
             raise UsageError(f"margin={self.margin} must be >= 0")
-
-
-def compute_scale(amax: float, fp8_max: float, margin: int, prev_scale: float) -> float:
-    """scale = fp8_max / amax / 2^margin; a zero, inf or NaN amax keeps the previous scale."""
-    if not math.isfinite(amax) or amax <= 0.0:
-        return prev_scale
-    scale = fp8_max / amax / 2.0**margin
-    return scale if math.isfinite(scale) else prev_scale
-
-
-def history_amax(history: list[float], algo: AmaxAlgo) -> float:
-    """The amax the next scale is computed from; history[0] is the most recent step."""
-    return history[0] if algo is AmaxAlgo.MOST_RECENT else max(history)
 
 
 class ScalingState:

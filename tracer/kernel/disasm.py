@@ -110,10 +110,6 @@ def summarize(sass_text: str, resources: str) -> SassSummary:
     return SassSummary(reg, shared, stack, len(ops), _special(ops, FENCE_OPS), _special(ops, ATOMIC_OPS))
 
 
-def summary(key: KernelKey) -> SassSummary:
-    return summarize(sass(key), resource_usage(key))
-
-
 def opcode_diff(a: str, b: str, name_a: str, name_b: str, context: int = 3) -> str:
     """Unified diff of the opcode streams (registers and addresses dropped, so only codegen shows)."""
     ops_a = [op for _, op in opcodes(a)]
