@@ -11,12 +11,12 @@ by the command before it is opened.
 from __future__ import annotations
 
 import json
-import sqlite3
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
 
 if TYPE_CHECKING:
@@ -26,9 +26,7 @@ if TYPE_CHECKING:
     from tracer.trace.model import Trace
 
 HEAD_BYTES = 1 << 16
-SQLITE_MAGIC = b"SQLite format 3\x00"
 NSYS_REP = ".nsys-rep"
-CAMPAIGN_TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
 
 
 class Kind(str, Enum):
@@ -96,24 +94,6 @@ class CampaignRun:
 
 
 Artifact = Union[TraceRun, SanitizeRun, CampaignRun]
-
-
-def is_campaign_store(path: Path) -> bool:
-    """An SQLite file holding the campaign tables (looked at read-only)."""
-    if not path.is_file():
-        return False
-    with open(path, "rb") as fh:
-        if fh.read(16) != SQLITE_MAGIC:
-            return False
-    try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            con.close()
-    except sqlite3.DatabaseError:
-        return False
-    return CAMPAIGN_TABLES <= names
 
 
 def _head(path: Path) -> bytes:

@@ -11,19 +11,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
 
 from tracer import proc
+from tracer.campaign.chunks import Chunk, assign, plan_chunks
 from tracer.campaign.profile import CPU_WORKLOAD, EXECUTORS, CampaignSpec
 from tracer.campaign.store import Store, TrialRow
 from tracer.errors import unknown
 
 MAX_CRASHES_PER_CHUNK = 2
-
-
-class Chunk(NamedTuple):
-    cell_id: int
-    trials: list[int]
 
 
 @dataclass(frozen=True)
@@ -47,24 +42,6 @@ def open_store(spec: CampaignSpec, path: Path | None) -> Store:
     return store
 
 
-def plan_chunks(store: Store, spec: CampaignSpec) -> list[Chunk]:
-    """Remaining trials in chunks of `batch`, interleaved across cells so variants alternate."""
-    per_cell: list[list[Chunk]] = []
-    for cell_id, _cell, target in store.cells():
-        todo = sorted(set(range(target)) - store.done_trials(cell_id))
-        per_cell.append([Chunk(cell_id, todo[i:i + spec.batch]) for i in range(0, len(todo), spec.batch)])
-    out: list[Chunk] = []
-    while any(per_cell):
-        for chunks in per_cell:
-            if chunks:
-                out.append(chunks.pop(0))
-    return out
-
-
-def remaining_trials(store: Store, spec: CampaignSpec) -> int:
-    return sum(len(c.trials) for c in plan_chunks(store, spec))
-
-
 def execute(store: Store, spec: CampaignSpec, opts: Options, on_progress: Callable[[], None] = lambda: None) -> list[str]:
     """Run what is missing with the chosen executor; the crash events, in order."""
     kind = opts.executor or spec.executor.kind
@@ -76,14 +53,6 @@ def execute(store: Store, spec: CampaignSpec, opts: Options, on_progress: Callab
 
     return run_slurm(store, spec, str(spec.path), store.path.parent / f"{store.path.stem}-slurm", partition=opts.partition,
                      time_min=opts.time_min, gpus_per_task=opts.gpus_per_task, tasks=opts.tasks)
-
-
-def assign(chunks: list[Chunk], n_cells: int, slots: list[str]) -> dict[str, list[Chunk]]:
-    """Round r gives cell k's chunk to slot (k + r) mod slots: every variant runs on every GPU."""
-    queues: dict[str, list[Chunk]] = {s: [] for s in slots}
-    for j, chunk in enumerate(chunks):
-        queues[slots[(j % max(n_cells, 1) + j // max(n_cells, 1)) % len(slots)]].append(chunk)
-    return queues
 
 
 def visible_gpus() -> list[str]:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from tracer import proc
-from tracer.campaign.executors import Chunk, plan_chunks
+from tracer.campaign.chunks import Chunk, plan_chunks
 from tracer.campaign.profile import CampaignSpec, load_campaign
 from tracer.campaign.store import Store, TrialRow
 from tracer.errors import ToolMissingError

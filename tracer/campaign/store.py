@@ -12,20 +12,9 @@ from typing import NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
-from tracer.artifact import CAMPAIGN_TABLES, is_campaign_store
+from tracer.campaign.schema import SCHEMA, TABLES, is_campaign_store
 from tracer.errors import TraceFormatError, UsageError
 
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS campaign (key TEXT PRIMARY KEY, value TEXT);
-CREATE TABLE IF NOT EXISTS cells (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, label TEXT, workload TEXT,
-  variant TEXT, config TEXT, shape TEXT, dtype TEXT, trials_target INTEGER);
-CREATE TABLE IF NOT EXISTS trials (cell_id INTEGER NOT NULL, trial INTEGER NOT NULL, failed INTEGER NOT NULL,
-  crashed INTEGER NOT NULL DEFAULT 0, first_failure TEXT, failed_checks TEXT, gpu TEXT, worker TEXT, seconds REAL,
-  finished REAL, PRIMARY KEY (cell_id, trial));
-CREATE TABLE IF NOT EXISTS crashes (id INTEGER PRIMARY KEY, cell_id INTEGER, trials TEXT, worker TEXT, gpu TEXT,
-  exit_code INTEGER, detail TEXT, at REAL);
-CREATE TABLE IF NOT EXISTS inflight (worker TEXT PRIMARY KEY, cell_id INTEGER, trials TEXT, gpu TEXT, started REAL);
-"""
 
 
 @dataclass(frozen=True)
@@ -87,7 +76,7 @@ class Store:
         if not path.is_file():
             raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
         if not is_campaign_store(path):
-            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(CAMPAIGN_TABLES))})")
+            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))})")
         return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
 
     def close(self) -> None:

@@ -32,7 +32,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracer.campaign.executors import Options, execute, open_store, remaining_trials
+    from tracer.campaign.chunks import remaining_trials
+    from tracer.campaign.executors import Options, execute, open_store
     from tracer.campaign.profile import load_campaign
     from tracer.campaign.report import format_report, progress, report_data
 

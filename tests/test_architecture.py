@@ -1,0 +1,68 @@
+"""The layering rules of tracer/ on its import graph (scripts/import_graph.py, stdlib ast): no
+import cycle, no arrow from a reading module (readers, analysis, plots, report) to a recording one
+(capture, the kernel launcher, the process runner, torch, cuda.core), no command importing
+another, no heavy import at start-up, and thin command modules."""
+from __future__ import annotations
+
+import importlib.util
+import re
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _graph():  # type: ignore[no-untyped-def]
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "scripts" / "import_graph.py")
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules["import_graph"] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+def test_tracer_keeps_its_layering_rules() -> None:
+    assert _graph().breaches() == []
+
+
+def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
+    for name, text in files.items():
+        path = tmp_path / "tracer" / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for folder in {p.parent for p in (tmp_path / "tracer").rglob("*.py")}:
+        (folder / "__init__.py").touch()
+    return tmp_path
+
+
+@pytest.mark.parametrize("files,breach", [
+    ({"a.py": "from tracer import b\n", "b.py": "def f():\n    import tracer.a\n"}, "import cycle: tracer.a -> tracer.b -> tracer.a"),
+    ({"trace/x.py": "def f():\n    from tracer.capture import cupti\n", "capture/cupti.py": ""},
+     "reading module imports recording: tracer.trace.x -> tracer.capture.cupti"),
+    ({"plots/p.py": "from tracer import helper\n", "helper.py": "import torch\n"},
+     "reading module imports recording: tracer.plots.p -> tracer.helper -> torch"),
+    ({"commands/a.py": "from tracer.commands.b import x\n", "commands/b.py": "x = 1\n"},
+     "command imports command: tracer.commands.a -> tracer.commands.b"),
+    ({"cli.py": "from tracer.commands import a\n", "commands/a.py": "from scipy import stats\n"},
+     "start-up imports scipy: tracer.cli -> tracer.commands.a -> scipy"),
+    ({"commands/long.py": "x = 1\n" * 101}, "command module over 100 lines: tracer/commands/long.py (101)"),
+])
+def test_each_rule_catches_its_breach(tmp_path: Path, files: dict[str, str], breach: str) -> None:
+    found = _graph().breaches(_tree(tmp_path, files))
+    assert any(b.startswith(breach) for b in found), found
+
+
+def test_type_checking_imports_and_deep_lazy_imports_are_not_arrows(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        "trace/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\nfrom tracer import y\n",
+        "y.py": "def f():\n    import torch\n",  # runs only when y.f is called: y's own business
+    })
+    assert _graph().breaches(root) == []
+
+
+def test_no_raw_sql_on_a_campaign_store_outside_the_store() -> None:
+    allowed = {ROOT / "tracer" / "campaign" / "store.py", ROOT / "tracer" / "campaign" / "schema.py"}
+    offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "tracer").rglob("*.py")
+                 if p not in allowed and re.search(r"store\.con\b|\.con\.execute", p.read_text())]
+    assert offenders == []
