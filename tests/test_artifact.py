@@ -44,7 +44,7 @@ def test_pair_specs_old_and_structured(value: object, expected: PairSpec) -> Non
     assert PairSpec.from_json(expected.to_json()) == expected
 
 
-@pytest.mark.parametrize("value", ["a:b:c", {"mode": "some"}, 3, "a, b"])
+@pytest.mark.parametrize("value", ["a:b:c", {"mode": "some"}, 3, "a, b", {"mode": "globs", "globs": [["a"]]}])
 def test_a_bad_pair_spec_is_a_format_error(value: object) -> None:
     with pytest.raises(TraceFormatError, match="pair_spec"):
         PairSpec.from_json(value)
@@ -107,6 +107,12 @@ def test_what_is_not_an_artifact(tmp_path: Path) -> None:
     with pytest.raises(TraceFormatError, match="exported to SQLite"):
         open_artifact(rep)
     bad = tmp_path / "report.json"
-    bad.write_text('{"runs": [{"tool": "memcheck"}]}')
-    with pytest.raises(TraceFormatError, match="not a tracer sanitize report"):
-        open_artifact(bad)
+    for text, message in (('{"runs": [{"tool": "memcheck"}]}', "not a tracer sanitize report"),
+                          ('{"runs": []}', "with no runs"), ("[1]", "not an object")):
+        bad.write_text(text)
+        with pytest.raises(TraceFormatError, match=message):
+            open_artifact(bad) if text != "[1]" else artifact.open_sanitize(bad)
+    ablation = tmp_path / "a.json"
+    ablation.write_text('{"variants": {"none": {"trials": 3, "failures": 5}}}')
+    with pytest.raises(TraceFormatError, match="failures outside"):
+        open_artifact(ablation)

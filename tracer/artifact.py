@@ -46,8 +46,10 @@ class PairSpec:
     def from_json(cls, value: object) -> PairSpec:
         """{"mode": ..., "globs": [[p, c], ...]}, or the old joined string ("none", "all", "p:c, p:c")."""
         if isinstance(value, dict) and value.get("mode") in ("none", "all", "globs"):
-            globs = tuple((str(p), str(c)) for p, c in value.get("globs") or ())
-            return cls(str(value["mode"]), globs)
+            try:
+                return cls(str(value["mode"]), tuple((str(p), str(c)) for p, c in value.get("globs") or ()))
+            except (TypeError, ValueError):
+                pass
         if isinstance(value, str) and value in ("none", "all", ""):
             return cls(value or "none")
         if isinstance(value, str) and all(part.count(":") == 1 for part in value.split(", ")):
@@ -101,7 +103,7 @@ def _head(path: Path) -> bytes:
         return fh.read(HEAD_BYTES)
 
 
-def _json_keys(path: Path, head: bytes) -> set[str]:
+def _json_keys(head: bytes) -> set[str]:
     """Top-level keys of a JSON file that fits in the head; for a bigger one, the keys named in it."""
     if len(head) < HEAD_BYTES:
         try:
@@ -123,7 +125,7 @@ def sniff(path: Path) -> Kind:
     if head.startswith(SQLITE_MAGIC):
         return Kind.CAMPAIGN if is_campaign_store(path) else Kind.TRACE
     if head.lstrip()[:1] == b"{":
-        keys = _json_keys(path, head)
+        keys = _json_keys(head)
         if "traceEvents" not in keys and "runs" in keys:
             return Kind.SANITIZE
         if "traceEvents" not in keys and "variants" in keys:
@@ -131,11 +133,14 @@ def sniff(path: Path) -> Kind:
     return Kind.TRACE
 
 
-def _read_json(path: Path) -> Any:
+def _read_json(path: Path) -> dict[str, Any]:
     try:
-        return json.loads(path.read_text())
+        data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not readable JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise TraceFormatError(f"{path}: a JSON {type(data).__name__}, not an object")
+    return data
 
 
 def open_trace_dir(path: Path) -> TraceRun:
@@ -150,9 +155,12 @@ def open_sanitize(path: Path) -> SanitizeRun:
     report = path / "report.json" if path.is_dir() else path
     data = _read_json(report)
     try:
-        return SanitizeRun(path, tuple(ToolRun.from_json(r) for r in data["runs"]))
+        runs = tuple(ToolRun.from_json(r) for r in data["runs"])
     except (KeyError, TypeError, ValueError) as exc:
         raise TraceFormatError(f"{report}: not a tracer sanitize report ({type(exc).__name__}: {exc})") from exc
+    if not runs:
+        raise TraceFormatError(f"{report}: a sanitize report with no runs")
+    return SanitizeRun(path, runs)
 
 
 def open_campaign(path: Path) -> CampaignRun:
@@ -171,6 +179,8 @@ def open_campaign(path: Path) -> CampaignRun:
     data = _read_json(path)
     try:
         variants = {str(k): (int(v["failures"]), int(v["trials"])) for k, v in data["variants"].items()}
+        if not variants or any(not 0 <= f <= n for f, n in variants.values()):
+            raise ValueError("no variants, or failures outside 0..trials")
         cells = tuple(cell_stats(k, f, n) for k, (f, n) in variants.items() if n > 0)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TraceFormatError(f"{path}: not a campaign store or a JSON of variant -> trials/failures "
@@ -199,5 +209,5 @@ def expect(path: Path, artifact: Artifact, wanted: type, what: str) -> Any:
     """The artifact when it is of the wanted kind, else a one-line error naming what it is."""
     if not isinstance(artifact, wanted):
         names = {TraceRun: "a trace", SanitizeRun: "a sanitizer report", CampaignRun: "a campaign store or ablation JSON"}
-        raise TraceFormatError(f"{path} holds {names[type(artifact)]}, not {what}")
+        raise TraceFormatError(f"{path} holds {names.get(type(artifact), type(artifact).__name__)}, not {what}")
     return artifact

@@ -32,6 +32,10 @@ class Options:
     gpus_per_task: int | None = None
     tasks: int | None = None
 
+    def __post_init__(self) -> None:
+        if self.executor is not None and self.executor not in EXECUTORS:
+            raise unknown("executor", self.executor, EXECUTORS)
+
 
 def open_store(spec: CampaignSpec, path: Path | None) -> Store:
     """The campaign's store (default runs/NAME.campaign.sqlite), created or resumed."""
@@ -44,10 +48,7 @@ def open_store(spec: CampaignSpec, path: Path | None) -> Store:
 
 def execute(store: Store, spec: CampaignSpec, opts: Options, on_progress: Callable[[], None] = lambda: None) -> list[str]:
     """Run what is missing with the chosen executor; the crash events, in order."""
-    kind = opts.executor or spec.executor.kind
-    if kind not in EXECUTORS:
-        raise unknown("executor", kind, EXECUTORS)
-    if kind == "local":
+    if (opts.executor or spec.executor.kind) == "local":
         return LocalExecutor(store, spec, str(spec.path), opts.workers).run(on_progress)
     from tracer.campaign.slurm import run_slurm
 
