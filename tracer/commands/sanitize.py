@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from tracer.errors import ChecksFailed, ToolMissingError, UsageError, unknown
+from tracer.proc import check_timeout
 from tracer.sanitize.argv import SanitizeOptions, Tool, parse_tools
 from tracer.sanitize.model import SanVerdict, ToolRun
 from tracer.sanitize.report import format_text, to_json, to_junit, to_sarif
@@ -179,6 +180,7 @@ def emit(runs: list[ToolRun], args: argparse.Namespace, out: Path | None) -> int
 
 def cmd_sanitize(args: argparse.Namespace) -> int:
     extra = list(getattr(args, "command_after_dashdash", []) or [])
+    args.timeout = check_timeout(args.timeout)
     _choice("--racecheck-report", args.racecheck_report, ("analysis", "hazard", "all"))
     _choice("--racecheck-detect-level", args.racecheck_detect_level, ("info", "warn", "error"))
     rules = load_all_rules(args)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from tracer.commands.run import add_workload_options
 from tracer.errors import ChecksFailed, UsageError, unknown
+from tracer.proc import check_timeout, raise_if_timed_out
 from tracer.store.rundir import default_run_dir, environment, staged, write_json
 from tracer.trace.analyze import Analysis, analyze, parse_pair_spec
 
@@ -122,6 +123,7 @@ def choose_backend(name: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     extra = list(getattr(args, "command_after_dashdash", []) or [])
+    args.timeout = check_timeout(args.timeout)
     backend = choose_backend(args.backend)
     name, command, default_pairs = _target(args, extra)
     pairs, all_pairs = pair_args(args.pairs, default_pairs)
@@ -142,6 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
                                           "capture_argv": list(res.argv)})
         write_json(tmp / "environment.json", environment())
+        raise_if_timed_out(res, f"the capture of {name}")
         if res.timed_out or not (tmp / "trace.sqlite").is_file():
             tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {name} produced no trace (exit {res.returncode}, timed out: {res.timed_out}); "
