@@ -6,7 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from tracer.errors import ChecksFailed, ToolMissingError, UsageError, unknown
+from tracer.errors import ChecksFailed, TimedOut, ToolMissingError, UsageError, unknown
 from tracer.proc import check_timeout
 from tracer.sanitize.argv import SanitizeOptions, Tool, parse_tools
 from tracer.sanitize.model import SanVerdict, ToolRun
@@ -26,6 +26,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("sanitize", help="compute-sanitizer runs parsed into verdicts (also: import FILE, selftest)")
     p.add_argument("args", nargs="*", metavar="WORKLOAD | import FILE | selftest",
                    help="a built-in workload or profile YAML (or a command after --); `import FILE.xml|FILE.log`; `selftest`")
+    p.add_argument("--log", type=Path, help="import: the text output of FILE.xml (default FILE.log or FILE.txt beside it)")
     p.add_argument("--tool", default="all", help="memcheck, racecheck, initcheck, synccheck, all (default)")
     p.add_argument("--filter", default=None,
                    help="off (default): every kernel; on: the profile's kernel filter (faster, see README for what it "
@@ -173,6 +174,8 @@ def emit(runs: list[ToolRun], args: argparse.Namespace, out: Path | None) -> int
         args.sarif.write_text(to_sarif(runs, ROOT))
     print(to_json(runs) if args.json else format_text(runs))
     bad = [r for r in runs if r.verdict is not SanVerdict.CLEAN]
+    if any(r.verdict is SanVerdict.TIMEOUT for r in bad) and not any(r.errors_found for r in runs):
+        raise TimedOut(f"{sum(r.verdict is SanVerdict.TIMEOUT for r in bad)} of {len(runs)} sanitizer run(s) killed at --timeout")
     if bad:
         raise ChecksFailed(f"{len(bad)} of {len(runs)} sanitizer run(s) not clean")
     return 0
@@ -188,7 +191,7 @@ def cmd_sanitize(args: argparse.Namespace) -> int:
         if len(args.args) != 2:
             raise UsageError("usage: tracer sanitize import FILE.xml|FILE.log")
         tool = None if args.tool == "all" else parse_tools(args.tool)[0].value
-        return emit([import_outputs(Path(args.args[1]), tool, rules)], args, None)
+        return emit([import_outputs(Path(args.args[1]), tool, rules, args.log)], args, None)
     if args.args[:1] == ["selftest"]:
         return selftest(args, rules)
     tools = parse_tools(args.tool)
