@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.campaign.profile import load_campaign
+from tracer.campaign.profile import check_run_options, load_campaign
 from tracer.campaign.stats import compare_to_baseline, sprt, trials_needed
 from tracer.campaign.store import Store
 from tracer.errors import unknown
@@ -60,6 +60,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracer.store.rundir import environment
 
     spec = load_campaign(args.profile)
+    check_run_options(workers=args.workers, tasks=args.tasks, time_min=args.time_min, gpus_per_task=args.gpus_per_task)
     executor = args.executor or spec.data["executor"]["kind"]
     if executor not in EXECUTORS:
         raise unknown("executor", executor, EXECUTORS)

@@ -40,7 +40,7 @@ def _positive(name: str, value: int | None) -> int | None:
 
 def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     spec = load_workload(args.workload)
-    shape = parse_shape(args.shape, spec.kind) if args.shape else {}
+    shape = parse_shape(args.shape, spec.kind) if args.shape is not None else {}
     config = None if args.config in (None, "auto") else Config.parse(args.config)
     over = dict(
         variant=parse_variant(args.variant) if args.variant else None,

@@ -67,11 +67,12 @@ def load_all_rules(args: argparse.Namespace) -> tuple[Rule, ...]:
 def workload_target(name: str, steps: int | None, shape: str | None,
                     variant: str | None = None) -> tuple[str, list[str], tuple[str, ...]]:
     from tracer.kernel.spec import parse_variant
-    from tracer.workloads.spec import load_workload
+    from tracer.workloads.spec import load_workload, parse_shape
 
     spec = load_workload(name)
+    spec.with_overrides(steps=steps, **(parse_shape(shape, spec.kind) if shape is not None else {}))
     cmd = [sys.executable, "-m", "tracer", "run", name, "--steps", str(steps or 1), "--no-fail-on-check"]
-    if shape:
+    if shape is not None:
         cmd += ["--shape", shape]
     label = spec.name
     if variant:
