@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tracer.campaign.profile import check_run_options, load_campaign
-from tracer.campaign.stats import compare_to_baseline, sprt, trials_needed
+from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, trials_needed
 from tracer.campaign.store import Store
 from tracer.errors import unknown
 
@@ -98,6 +98,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def report_data(store: Store, baseline: str | None) -> dict:
     profile = json.loads(store.meta("profile") or "{}")
     summary = store.summary()
+    check_baseline(baseline, [c.label for c in summary])
     cells = [c.stats for c in summary if c.done]
     base = baseline or profile.get("baseline") or None
     if base and any(c.label == base for c in cells):

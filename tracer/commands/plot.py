@@ -45,12 +45,14 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import draw_timeline, save
     from tracer.trace.analyze import analyze, parse_pair_spec
     from tracer.trace.load import load_trace
-    from tracer.trace.timeline import parse_window, timeline_data
+    from tracer.trace.selection import parse_range, parse_window, require_shown
+    from tracer.trace.timeline import timeline_data
 
-    size = parse_size(args.size)
+    size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
     pairs = [] if args.no_pairs else (_pairs_for_source(args.source) if args.pairs == "profile" else [parse_pair_spec(args.pairs)])
-    data = timeline_data(analyze(load_trace(args.source), pairs), parse_window(args.window), args.range,
-                         show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
+    a = analyze(load_trace(args.source), pairs)
+    data = timeline_data(a, window, rx, show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
+    require_shown(a.trace, a.attribution, sum(lane.kernels for lane in data.lanes), rx, window)
     out = save(draw_timeline(data, size), args.output)
     print(f"wrote {out}: {len(data.lanes)} stream lanes, {len(data.range_lanes)} NVTX lanes, {len(data.arrows)} arrows")
     return 0

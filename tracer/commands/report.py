@@ -87,7 +87,9 @@ def build_report(sources: list[Path], title: str, timeline_range: str | None, pa
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    rep = build_report(args.sources, "tracer report", args.range)
+    from tracer.trace.selection import parse_range
+
+    rep = build_report(args.sources, "tracer report", parse_range(args.range))
     out = rep.write(args.output)
     print(f"wrote {out} ({len(rep.sections)} sections)")
     return 0

@@ -12,7 +12,7 @@ from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.model import Kernels, Trace
 from tracer.trace.ordering import Edge, Ordered, OrderingIndex, Verdict
-from tracer.trace.pair_match import require_matches
+from tracer.trace.selection import require_matches
 
 MAX_LISTED_PAIRS = 200
 
