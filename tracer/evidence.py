@@ -39,7 +39,7 @@ def ablation_cells(path: Path) -> list[CellStats]:
     if is_campaign_store(path):
         from tracer.campaign.store import Store
 
-        return [c.stats for c in Store.open(path).summary()]
+        return [c.stats for c in Store.open(path, readonly=True).summary()]
     try:
         data = json.loads(path.read_text())
         variants = data["variants"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -112,6 +113,8 @@ class LocalExecutor:
             for w in workers:
                 _kill(w.proc)
             raise
+        finally:
+            shutil.rmtree(self.tmp, ignore_errors=True)  # task lists and worker logs (crashes keep their tail in the store)
         on_progress()
         return events
 

@@ -65,7 +65,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     if executor not in EXECUTORS:
         raise unknown("executor", executor, EXECUTORS)
     path = args.store or Path("runs") / f"{spec.name}.campaign.sqlite"
-    store = Store.open(path, create=True)
+    store = Store.open(path, create=True, exclusive=True)
     store.init(spec, environment())
     remaining = sum(len(t) for _, t in plan_chunks(store, spec))
     print(f"campaign {spec.name}: {len(spec.cells())} cells x {spec.data['trials_per_cell']} trials, "
@@ -85,7 +85,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    store = Store.open(args.store)
+    store = Store.open(args.store, readonly=True)
     print(f"campaign {store.meta('name')} in {args.store}")
     for c in store.summary():
         print(f"  {c.label:<28} {c.done:>6}/{c.target:<6} failures {c.failures:<5} crashed {c.crashed:<4} gpus {c.gpus or '-'}")
@@ -149,6 +149,6 @@ def format_report(d: dict) -> str:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    d = report_data(Store.open(args.store), args.baseline)
+    d = report_data(Store.open(args.store, readonly=True), args.baseline)
     print(json.dumps(d, indent=1, default=str) if args.json else format_report(d))
     return 0
