@@ -181,6 +181,8 @@ def require_campaign_file(path: Path, allow_empty: bool = False) -> None:
         con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
         try:
             tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        except sqlite3.OperationalError as exc:  # I/O: a WAL store needs its -shm file even to be read
+            raise OutputError(f"cannot open the campaign store {path}: {exc} (SQLite writes a -shm file beside it)") from exc
         except sqlite3.DatabaseError:
             tables = set()
         finally:

@@ -13,6 +13,7 @@ from tracer.sanitize.model import SanVerdict, ToolRun
 from tracer.sanitize.report import format_text, to_json, to_junit, to_sarif
 from tracer.sanitize.runner import filter_matches, find_sanitizer, import_outputs, kernel_filter, run_tool
 from tracer.sanitize.suppress import DEFAULT_FILE, Rule, load_rules
+from tracer.store.atomic import write_text
 from tracer.store.rundir import default_run_dir, staged, write_json
 
 FILTER_MODES = ("on", "off", "both")
@@ -168,11 +169,11 @@ def execute(args: argparse.Namespace, jobs: list[Job], out: Path, rules: tuple[R
 
 def emit(runs: list[ToolRun], args: argparse.Namespace, out: Path | None) -> int:
     if out is not None:
-        (out / "report.json").write_text(to_json(runs))
+        write_text(out / "report.json", to_json(runs))
     if args.junit:
-        args.junit.write_text(to_junit(runs))
+        write_text(args.junit, to_junit(runs))
     if args.sarif:
-        args.sarif.write_text(to_sarif(runs, ROOT))
+        write_text(args.sarif, to_sarif(runs, ROOT))
     print(to_json(runs) if args.json else format_text(runs))
     bad = [r for r in runs if r.verdict is not SanVerdict.CLEAN]
     if any(r.verdict is SanVerdict.TIMEOUT for r in bad) and not any(r.errors_found for r in runs):
@@ -223,7 +224,7 @@ def selftest(args: argparse.Namespace, rules: tuple[Rule, ...]) -> int:
         jobs += jobs_for(name, command, [("on" if include else "off", include, [])], tuple(Tool))
     with staged(final) as tmp:
         runs = execute(args, jobs, tmp, rules)
-        (tmp / "report.json").write_text(to_json(runs))
+        write_text(tmp / "report.json", to_json(runs))
     print(format_matrix([r.to_json() for r in runs], workloads))
     failures = selftest_failures(runs)
     for f in failures:

@@ -3,13 +3,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 from pathlib import Path
 
 from tracer.commands.run import add_workload_options
 from tracer.errors import ChecksFailed, UsageError, unknown
 from tracer.proc import check_timeout, raise_if_timed_out
+from tracer.store.atomic import copy_file
 from tracer.store.rundir import default_run_dir, environment, staged, write_json
 from tracer.trace.analyze import Analysis, analyze, parse_pair_spec
 
@@ -184,7 +184,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     final = args.output or default_run_dir(args.source.name.split(".")[0])
     with staged(final) as tmp:
         src = Path(trace.source)
-        shutil.copyfile(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
+        copy_file(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
         write_json(tmp / "command.json", {"imported_from": str(args.source.resolve()), "backend": "import"})
         write_json(tmp / "verdict.json", analysis.to_json())
     print(f"run directory: {final}", file=sys.stderr)

@@ -10,6 +10,8 @@ from pathlib import Path
 
 from matplotlib.figure import Figure
 
+from tracer.store.atomic import write_text
+
 CSS = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
        ".unordered{color:#d62728;font-weight:bold}img{max-width:100%}code{background:#f4f4f4}")
@@ -54,7 +56,4 @@ class Report:
         return "\n".join(parts)
 
     def write(self, out: Path) -> Path:
-        tmp = out.with_name(f".{out.name}.tmp")
-        tmp.write_text(self.render())
-        tmp.replace(out)
-        return out
+        return write_text(out, self.render())
