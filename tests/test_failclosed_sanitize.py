@@ -5,33 +5,18 @@ sanitize` with a fake compute-sanitizer on PATH that leaves such outputs behind.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import stat
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import fake_tools
 from tests.conftest import DATA
 from tracer.cli import main
 
 UNF = DATA / "sanitizer" / "unfiltered-1024"
 FIL = DATA / "sanitizer" / "filtered-128"
-EMPTY_XML = '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput/>\n'
-CLEAN_TEXT = "hello from the target\n========= ERROR SUMMARY: 0 errors\n"
-
-FAKE = f"""#!{sys.executable}
-import json, os, sys, time
-cfg = json.load(open(os.environ["FAKE_SANITIZER"]))
-xml = sys.argv[sys.argv.index("--save") + 1]
-if cfg.get("hang"):
-    time.sleep(300)
-if cfg.get("xml") is not None:
-    open(xml, "w").write(cfg["xml"])
-sys.stdout.write(cfg.get("text", ""))
-sys.exit(cfg.get("exit", 0))
-"""
+EMPTY_XML, CLEAN_TEXT = fake_tools.EMPTY_XML, fake_tools.CLEAN_TEXT
 
 
 def _import(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict | None, str]:
@@ -140,18 +125,10 @@ def test_unprinted_racecheck_hazards_are_counted() -> None:
 
 @pytest.fixture
 def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    exe = bin_dir / "compute-sanitizer"
-    exe.write_text(FAKE)
-    exe.chmod(exe.stat().st_mode | stat.S_IXUSR)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    cfg = tmp_path / "fake.json"
-    monkeypatch.setenv("FAKE_SANITIZER", str(cfg))
-
-    def configure(**kw: object) -> None:
-        cfg.write_text(json.dumps(kw))
-    return configure
+    bin_dir, cfg = fake_tools.install(tmp_path)
+    for key, value in fake_tools.environ(bin_dir, cfg).items():
+        monkeypatch.setenv(key, value)
+    return lambda **kw: fake_tools.configure(cfg, **kw)
 
 
 def _sanitize(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, dict | None, str]:
@@ -217,3 +194,9 @@ def test_new_verdicts_draw_and_report(tmp_path: Path, capsys: pytest.CaptureFixt
     draw_verdicts([r.to_json() for r in runs])
     suite = ET.fromstring(to_junit(runs))
     assert suite.get("errors") == "2" and suite.get("failures") == "0"
+
+
+def test_fake_tool_killed_by_a_signal_is_tool_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+    fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, signal=9)
+    code, run, _ = _sanitize(tmp_path, capsys)
+    assert code == 1 and run["verdict"] == "tool-failed" and run["incomplete"] and run["sanitizer_exit"] == -9

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from tracer.errors import ChecksFailed, TimedOut, ToolMissingError, UsageError, unknown
-from tracer.proc import check_timeout
+from tracer.proc import check_timeout, raise_if_timed_out
 from tracer.sanitize.argv import SanitizeOptions, Tool, parse_tools
 from tracer.sanitize.model import SanVerdict, ToolRun
 from tracer.sanitize.report import format_text, to_json, to_junit, to_sarif
@@ -90,7 +90,7 @@ def launched_kernels(command: list[str], timeout: float) -> set[str]:
 
     with tempfile.TemporaryDirectory(prefix="tracer-kernels-") as tmp:
         out = Path(tmp) / "k.sqlite"
-        capture(command, out, Path(tmp), timeout)
+        raise_if_timed_out(capture(command, out, Path(tmp), timeout), "the CUPTI run listing the target's kernels")
         if not out.is_file():
             raise UsageError("could not list the target's kernels to verify the filter (its CUPTI run wrote no trace)")
         con = sqlite3.connect(out)
