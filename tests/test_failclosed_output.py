@@ -73,6 +73,7 @@ def test_full_disk_is_one_line_exit_9_and_nothing_half_written(full_disk_runs: d
     out, code, err = full_disk_runs[site]
     assert code == 9, err[-2000:]
     assert err.startswith("tracer: error: cannot write") and err.count("\n") == 1 and "File too large" in err
+    assert str(out) in err and ".partial-" not in err and ".tmp-" not in err  # the final path, not a temporary name
     assert list(out.iterdir()) == []
 
 

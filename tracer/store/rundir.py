@@ -65,6 +65,8 @@ def _keep_failed(tmp: Path, final: Path, exc: BaseException) -> None:
 
     if isinstance(exc, OutputError) or not any(tmp.rglob("*")):
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OutputError) and exc.args:  # name the run directory, not its temporary name
+            exc.args = (str(exc.args[0]).replace(str(tmp), str(final)), *exc.args[1:])
         return
     kept = failed_name(final)
     try:
