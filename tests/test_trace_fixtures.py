@@ -95,7 +95,7 @@ class TestKineto:
 
 class TestCuptiCaptures:
     def load(self, name: str):  # type: ignore[no-untyped-def]
-        return analyze(load_trace(DATA / "traces" / f"{name}.sqlite"), PAIRS)
+        return analyze(load_trace(DATA / "traces" / f"{name}.sqlite"), PAIRS[:1])  # no wgrad here: an unmatched glob is an error
 
     def test_cast_transpose_dgrad_same_stream(self) -> None:
         a = self.load("cast_transpose_dgrad")

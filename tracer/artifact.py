@@ -168,7 +168,7 @@ def open_campaign(path: Path) -> CampaignRun:
     from tracer.campaign.store import Store
 
     if is_campaign_store(path):
-        store = Store.open_readonly(path)
+        store = Store.open(path, readonly=True)
         try:
             summary = store.summary()
             name = store.meta("name") or path.stem

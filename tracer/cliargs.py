@@ -63,7 +63,7 @@ def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
     from tracer.workloads.spec import load_workload, parse_shape
 
     spec = load_workload(args.workload)
-    shape = parse_shape(args.shape, spec.kind) if args.shape else {}
+    shape = parse_shape(args.shape, spec.kind) if args.shape is not None else {}
     over = dict(
         variant=parse_variant(args.variant) if args.variant else None,
         steps=_positive("steps", args.steps), seed=args.seed, layers=_positive("layers", args.layers),

@@ -2,6 +2,7 @@
 that kills the whole process group."""
 from __future__ import annotations
 
+import math
 import os
 import signal
 import subprocess
@@ -11,7 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracer.errors import ToolMissingError
+from tracer.errors import TimedOut, ToolMissingError, UsageError
+
+GRACE_S = 5.0  # after SIGTERM, how long the group may take to exit before SIGKILL
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class ProcResult:
     seconds: float
     stdout_path: Path
     stderr_path: Path
+    limit_s: float = 0.0  # the timeout it ran under
 
     @property
     def signal(self) -> int | None:
@@ -35,6 +39,24 @@ class ProcResult:
         return self.stderr_path.read_text(errors="replace")
 
 
+def check_timeout(value: object) -> float:
+    """A timeout in seconds: a finite number above 0 (nan, inf, 0 and negatives are refused)."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
+        raise UsageError(f"--timeout {value!r} must be a number of seconds above 0, e.g. 1800")
+    return seconds
+
+
+def raise_if_timed_out(res: ProcResult, what: str, where: Path | None = None) -> None:
+    """A run killed at its timeout is TimedOut (exit 8), never a result."""
+    if res.timed_out:
+        logs = f"; its output is in {where}" if where is not None else ""
+        raise TimedOut(f"{what} was killed at its --timeout of {res.limit_s:g} s (the whole process group){logs}")
+
+
 def run(
     argv: Sequence[str],
     *,
@@ -44,7 +66,9 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
 ) -> ProcResult:
-    """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it."""
+    """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it. When
+    the direct child exits, whatever it left running in its group is ended the same way."""
+    limit = check_timeout(timeout)
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
@@ -55,15 +79,13 @@ def run(
         except FileNotFoundError as exc:
             raise ToolMissingError(f"cannot run {argv[0]!r}: not found") from exc
         try:
-            code: int | None = proc.wait(timeout=timeout)
+            code: int | None = proc.wait(timeout=limit)
             timed_out = False
         except subprocess.TimeoutExpired:
-            _kill_group(proc)
             code, timed_out = None, True
-        except BaseException:
+        finally:
             _kill_group(proc)
-            raise
-    return ProcResult(tuple(argv), code, timed_out, time.monotonic() - start, stdout_path, stderr_path)
+    return ProcResult(tuple(argv), code, timed_out, time.monotonic() - start, stdout_path, stderr_path, limit)
 
 
 class Started:
@@ -94,16 +116,50 @@ def start(argv: Sequence[str], *, log_path: Path, env: Mapping[str, str] | None 
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    for sig, grace in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+    """SIGTERM the group, wait until no member runs, then SIGKILL what is left. The group is
+    watched, not just the direct child: a grandchild that ignores SIGTERM must not survive."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        if not _group_alive(proc):
+            return
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
+        deadline = time.monotonic() + GRACE_S
+        while _group_alive(proc) and time.monotonic() < deadline:
+            time.sleep(0.05)
+    proc.poll()
+
+
+def _group_alive(proc: subprocess.Popen[bytes]) -> bool:
+    """Does any process of the group (its id is the child's pid) still run? Zombies do not count."""
+    proc.poll()  # reap the direct child when it has exited
+    try:
+        os.killpg(proc.pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    if not os.path.isdir("/proc"):  # no way to tell zombies apart: the group exists
+        return True
+    return any(_pgrp_state(pid) == (proc.pid, True) for pid in _pids())
+
+
+def _pids() -> list[int]:
+    try:
+        return [int(n) for n in os.listdir("/proc") if n.isdigit()]
+    except OSError:
+        return []
+
+
+def _pgrp_state(pid: int) -> tuple[int, bool] | None:
+    """(process group, running) of a pid from /proc, None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            fields = fh.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return None
+    return int(fields[2]), fields[0] != b"Z"
 
 
 @dataclass(frozen=True)

@@ -2,6 +2,8 @@
 the key and the allowed values."""
 from __future__ import annotations
 
+import math
+import reprlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -9,10 +11,16 @@ from typing import Any
 
 import yaml
 
-from tracer.errors import ProfileError
+from tracer.errors import ProfileError, UsageError
 
 SCHEMA_VERSION = 1
 PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+_REPR = reprlib.Repr()
+_REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 4, 4, 40, 40, 24
+
+
+MAX_YAML_BYTES = 4 << 20  # profiles are a few hundred bytes
+MAX_YAML_NODES = 100_000  # values a document may expand to, aliases expanded
 
 
 @dataclass(frozen=True)
@@ -23,6 +31,9 @@ class Field:
     minimum: float | None = None
     maximum: float | None = None
     required: bool = False
+    items: type | None = None  # lists: the type of every item
+    min_items: int = 0  # lists: at least this many items
+    unique: bool = False  # lists: no item twice
 
 
 Schema = Mapping[str, "Field | Schema"]
@@ -33,18 +44,72 @@ def _type_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join({bool: "bool", int: "int", float: "number", str: "string", list: "list"}.get(k, k.__name__) for k in kinds)
 
 
-def _check_value(where: str, key: str, value: Any, spec: Field) -> Any:
-    ok_type = isinstance(value, spec.kind) and not (isinstance(value, bool) and spec.kind in (int, float, (int, float)))
+def short(value: Any) -> str:
+    """A value for a one-line message: its repr, cut short (a huge or aliased value is never printed whole)."""
+    return _REPR.repr(value)
+
+
+def num(x: float) -> str:
+    return str(int(x)) if float(x).is_integer() and abs(x) < 1e16 else f"{x:g}"
+
+
+def _coerce(value: Any, spec: Field) -> tuple[Any, str | None]:
+    """(value, None) when its type is right (ints widen to float), else (value, what is wrong)."""
+    numeric = spec.kind in (int, float, (int, float))
     if spec.kind is float and isinstance(value, int) and not isinstance(value, bool):
-        value, ok_type = float(value), True
-    if not ok_type:
-        raise ProfileError(f"{where}: key '{key}' must be {_type_name(spec.kind)}, got {type(value).__name__} {value!r}")
-    if spec.choices is not None and value not in spec.choices:
-        raise ProfileError(f"{where}: key '{key}' has value {value!r} (allowed: {', '.join(map(str, spec.choices))})")
+        value = float(value)
+    if not isinstance(value, spec.kind) or (isinstance(value, bool) and numeric):
+        return value, f"must be {_type_name(spec.kind)}, got {type(value).__name__} {short(value)}"
+    if isinstance(value, float) and not math.isfinite(value):
+        return value, f"must be a finite number, got {short(value)}"
+    return value, None
+
+
+def _range_problem(value: Any, spec: Field) -> str | None:
     if spec.minimum is not None and value < spec.minimum:
-        raise ProfileError(f"{where}: key '{key}' = {value!r} is below the minimum {spec.minimum:g}")
+        return f"is below the minimum {num(spec.minimum)}"
     if spec.maximum is not None and value > spec.maximum:
-        raise ProfileError(f"{where}: key '{key}' = {value!r} is above the maximum {spec.maximum:g}")
+        return f"is above the maximum {num(spec.maximum)}"
+    return None
+
+
+def _list_problem(value: list[Any], spec: Field) -> str | None:
+    if spec.items is not None:
+        bad = next((v for v in value if not isinstance(v, spec.items)), None)
+        if bad is not None or (spec.items is not bool and any(isinstance(v, bool) for v in value)):
+            return f"must list {_type_name(spec.items)}s, got {type(bad).__name__} {short(bad)}"
+    if len(value) < spec.min_items:
+        return f"must list at least {spec.min_items} item{'s' if spec.min_items > 1 else ''}, got {short(value)}"
+    if spec.unique:
+        seen: set[Any] = set()
+        for v in value:
+            if v in seen:
+                return f"lists {short(v)} twice"
+            seen.add(v)
+    return None
+
+
+def _check_value(where: str, key: str, value: Any, spec: Field) -> Any:
+    value, wrong = _coerce(value, spec)
+    if wrong is None and spec.choices is not None and value not in spec.choices:
+        wrong = f"has value {short(value)} (allowed: {', '.join(map(str, spec.choices))})"
+    if wrong is None and isinstance(value, (int, float)):
+        wrong = _range_problem(value, spec)
+        wrong = f"= {short(value)} {wrong}" if wrong else None
+    if wrong is None and isinstance(value, list):
+        wrong = _list_problem(value, spec)
+    if wrong is not None:
+        raise ProfileError(f"{where}: key '{key}' {wrong}")
+    return value
+
+
+def check_option(flag: str, value: Any, spec: Field) -> Any:
+    """A command-line value held to the limits of the profile key it overrides (UsageError)."""
+    value, wrong = _coerce(value, spec)
+    if wrong is None:
+        wrong = _range_problem(value, spec)
+    if wrong is not None:
+        raise UsageError(f"{flag} {short(value)} {wrong}")
     return value
 
 
@@ -69,16 +134,54 @@ def validate(where: str, data: Any, schema: Schema, prefix: str = "") -> dict[st
 
 
 def load_yaml(path: Path) -> Any:
+    """A YAML file as data: UTF-8, at most MAX_YAML_BYTES, and at most MAX_YAML_NODES values once
+    aliases are expanded (checked on the node graph, before any value is built)."""
     try:
-        text = path.read_text()
+        raw = path.read_bytes()
     except OSError as exc:
         raise ProfileError(f"{path}: cannot read profile ({exc.strerror})") from exc
+    if len(raw) > MAX_YAML_BYTES:
+        raise ProfileError(f"{path}: {len(raw)} bytes is not a profile (at most {MAX_YAML_BYTES})")
     try:
-        return yaml.safe_load(text)
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProfileError(f"{path}: not UTF-8 text (byte 0x{raw[exc.start]:02x} at offset {exc.start})") from None
+    try:
+        return _bounded_load(text, path)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = f" line {mark.line + 1}" if mark else ""
-        raise ProfileError(f"{path}:{line} is not valid YAML ({getattr(exc, 'problem', exc)})") from exc
+        raise ProfileError(f"{path}:{line} is not valid YAML ({getattr(exc, 'problem', None) or short(str(exc))})") from None
+    except RecursionError:
+        raise ProfileError(f"{path}: YAML nested too deeply") from None
+
+
+def _bounded_load(text: str, path: Path) -> Any:
+    loader = yaml.SafeLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _check_size(node, path)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def _check_size(root: yaml.Node, path: Path) -> None:
+    """Walk the node graph as the built value would be (aliases expanded), stopping at the bound:
+    an alias bomb or a recursive alias costs MAX_YAML_NODES steps, never its expansion."""
+    stack, count = [root], 0
+    while stack:
+        node = stack.pop()
+        count += 1
+        if count > MAX_YAML_NODES:
+            raise ProfileError(f"{path}: the YAML expands to more than {MAX_YAML_NODES} values "
+                               "(aliases of aliases, or a recursive alias); refused before building it")
+        if isinstance(node, yaml.SequenceNode):
+            stack.extend(node.value)
+        elif isinstance(node, yaml.MappingNode):
+            stack.extend(n for pair in node.value for n in pair)
 
 
 def check_schema_version(where: str, data: Any) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from tracer import proc
 from tracer.campaign.chunks import Chunk, assign, plan_chunks
-from tracer.campaign.profile import CPU_WORKLOAD, EXECUTORS, CampaignSpec
+from tracer.campaign.profile import CPU_WORKLOAD, EXECUTORS, CampaignSpec, check_run_options
 from tracer.campaign.store import Store, TrialRow
 from tracer.errors import unknown
 
@@ -35,13 +35,14 @@ class Options:
     def __post_init__(self) -> None:
         if self.executor is not None and self.executor not in EXECUTORS:
             raise unknown("executor", self.executor, EXECUTORS)
+        check_run_options(workers=self.workers, tasks=self.tasks, time_min=self.time_min, gpus_per_task=self.gpus_per_task)
 
 
 def open_store(spec: CampaignSpec, path: Path | None) -> Store:
-    """The campaign's store (default runs/NAME.campaign.sqlite), created or resumed."""
+    """The campaign's store (default runs/NAME.campaign.sqlite), created or resumed, with its run lock held."""
     from tracer.store.rundir import environment
 
-    store = Store.open(path or Path("runs") / f"{spec.name}.campaign.sqlite", create=True)
+    store = Store.open(path or Path("runs") / f"{spec.name}.campaign.sqlite", create=True, exclusive=True)
     store.init(spec, environment())
     return store
 

@@ -15,22 +15,24 @@ from tracer.profiles import PROFILE_DIR, SCHEMA_VERSION, Field, load_profile
 CPU_WORKLOAD = "cpu_reference"
 CAMPAIGN_DIR = PROFILE_DIR / "campaigns"
 EXECUTORS = ("local", "slurm")
+MAX_TASKS = 4096  # workers or array tasks
+EXTRA_KEYS = {"workload", "variant", "config", "shape", "dtype", "label"}
 
 SCHEMA: dict[str, Any] = {
     "schema": Field(int, required=True),
     "name": Field(str, required=True),
     "description": Field(str, ""),
     "workload": Field(str, required=True),
-    "variants": Field(list, ["none"]),
-    "extra_cells": Field(list, []),
-    "configs": Field(list, ["auto"]),
-    "shapes": Field(list, []),
-    "dtypes": Field(list, ["bf16"]),
+    "variants": Field(list, ["none"], items=str, min_items=1, unique=True),
+    "extra_cells": Field(list, [], items=dict),
+    "configs": Field(list, ["auto"], items=str, min_items=1, unique=True),
+    "shapes": Field(list, [], items=str, unique=True),
+    "dtypes": Field(list, ["bf16"], items=str, min_items=1, unique=True),
     "steps_per_trial": Field(int, 1, minimum=1, maximum=10_000),
     "trials_per_cell": Field(int, 100, minimum=1, maximum=10_000_000),
     "batch": Field(int, 16, minimum=1, maximum=100_000),
-    "seed": Field(int, 0, minimum=0),
-    "checks": Field(list, [c.value for c in Check if c is not Check.UPDATE_COUNT]),
+    "seed": Field(int, 0, minimum=0, maximum=1 << 40),  # trial seeds are seed * 1_000_003 + ...: below 2**63
+    "checks": Field(list, [c.value for c in Check if c is not Check.UPDATE_COUNT], items=str, min_items=1, unique=True),
     "sample_rows": Field(float, 1.0, minimum=0.0001, maximum=1.0),
     "baseline": Field(str, ""),
     "inject_failure_rate": Field(float, 0.0, minimum=0.0, maximum=1.0),
@@ -39,9 +41,9 @@ SCHEMA: dict[str, Any] = {
     "executor": {
         "kind": Field(str, "local", choices=EXECUTORS),
         "partition": Field(str, ""),
-        "time_min": Field(int, 60, minimum=1),
-        "gpus_per_task": Field(int, 1, minimum=0),
-        "tasks": Field(int, 4, minimum=1),
+        "time_min": Field(int, 60, minimum=1, maximum=30 * 24 * 60),
+        "gpus_per_task": Field(int, 1, minimum=0, maximum=64),
+        "tasks": Field(int, 4, minimum=1, maximum=MAX_TASKS),
     },
     "sanitize": Field(list, []),
     "trace": Field(list, []),
@@ -168,15 +170,51 @@ def _post(where: str, d: dict[str, Any]) -> None:
         if c not in {x.value for x in Check}:
             raise ProfileError(f"{where}: key 'checks' has value {c!r} (allowed: {', '.join(x.value for x in Check)})")
     for i, e in enumerate(d["extra_cells"]):
-        if not isinstance(e, dict) or "workload" not in e or not set(e) <= {"workload", "variant", "config", "shape", "dtype", "label"}:
+        if "workload" not in e or not set(e) <= EXTRA_KEYS or not all(isinstance(v, str) for v in e.values()):
             raise ProfileError(f"{where}: key 'extra_cells[{i}]' must be a mapping with workload and optional "
-                               "variant, config, shape, dtype, label")
+                               "variant, config, shape, dtype, label, each a string")
+    _check_shapes(where, d)
     sp = d["sprt"]
     if (sp["p0"] or sp["p1"]) and not 0 < sp["p0"] < sp["p1"] < 1:
         raise ProfileError(f"{where}: key 'sprt' needs 0 < p0 < p1 < 1, got p0={sp['p0']}, p1={sp['p1']}")
-    labels = [c.label for c in CampaignSpec.from_data(Path(where), d).cells()]
+    labels = _check_cells(where, CampaignSpec.from_data(Path(where), d).cells())
     if d["baseline"] and d["baseline"] not in labels:
         raise ProfileError(f"{where}: key 'baseline' = {d['baseline']!r} is not a cell (cells: {', '.join(labels)})")
+
+
+def _check_shapes(where: str, d: dict[str, Any]) -> None:
+    from tracer.workloads.spec import check_shape
+
+    wanted = [(s, d["workload"]) for s in d["shapes"]] + [(e["shape"], e["workload"]) for e in d["extra_cells"] if "shape" in e]
+    for shape, workload in wanted:
+        if shape == "default":
+            continue
+        try:
+            check_shape(shape, workload)
+        except UsageError as exc:
+            raise ProfileError(f"{where}: key 'shapes': {exc}") from None
+
+
+def _check_cells(where: str, cells: list[Cell]) -> list[str]:
+    """Each cell once: two cells with one key would be stored as one, two with one label reported as one."""
+    for attr in ("key", "label"):
+        seen: set[str] = set()
+        for c in cells:
+            value = getattr(c, attr)
+            if value in seen:
+                raise ProfileError(f"{where}: cell {value!r} appears twice (variants, extra_cells and labels must differ)")
+            seen.add(value)
+    return [c.label for c in cells]
+
+
+def check_run_options(**values: int | None) -> None:
+    """`campaign run` --workers, --tasks, --time-min, --gpus-per-task held to the profile's limits."""
+    from tracer.profiles import check_option
+
+    limits = {**SCHEMA["executor"], "workers": Field(int, minimum=1, maximum=MAX_TASKS)}
+    for key, value in values.items():
+        if value is not None:
+            check_option(f"--{key.replace('_', '-')}", value, limits[key])
 
 
 def load_campaign(name_or_path: str) -> CampaignSpec:

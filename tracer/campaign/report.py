@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tracer.campaign.stats import compare_to_baseline, sprt, trials_needed
+from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, trials_needed
 from tracer.campaign.store import CellSummary, Store
 
 
@@ -24,6 +24,7 @@ def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[s
 def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
     profile = json.loads(store.meta("profile") or "{}")
     summary = store.summary()
+    check_baseline(baseline, [c.label for c in summary])
     cells = [c.stats for c in summary if c.stats is not None]
     base = baseline or profile.get("baseline") or None
     if base and any(c.label == base for c in cells):

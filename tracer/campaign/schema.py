@@ -19,19 +19,28 @@ TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
 SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
+def table_names(path: Path) -> set[str]:
+    """The tables of an SQLite file, looked at read-only (empty for a file that is not SQLite).
+    sqlite3.OperationalError escapes: SQLite could not read a database (I/O, a WAL file's -shm)."""
+    with open(path, "rb") as fh:
+        if fh.read(16) != SQLITE_MAGIC:
+            return set()
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.OperationalError:
+        raise
+    except sqlite3.DatabaseError:
+        return set()
+    finally:
+        con.close()
+
+
 def is_campaign_store(path: Path) -> bool:
     """An SQLite file holding the campaign tables (looked at read-only)."""
     if not path.is_file():
         return False
-    with open(path, "rb") as fh:
-        if fh.read(16) != SQLITE_MAGIC:
-            return False
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-        try:
-            names = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-        finally:
-            con.close()
+        return TABLES <= table_names(path)
     except sqlite3.DatabaseError:
         return False
-    return TABLES <= names

@@ -71,6 +71,14 @@ def holm(pvalues: list[float]) -> list[float]:
     return adjusted
 
 
+def check_baseline(baseline: str | None, labels: list[str]) -> None:
+    """A baseline asked for by name must be one of the campaign's cells (None: the profile's)."""
+    if baseline is not None and baseline not in labels:
+        from tracer.errors import unknown
+
+        raise unknown("baseline", baseline, labels)
+
+
 def compare_to_baseline(cells: list[CellStats], baseline: str) -> list[CellStats]:
     base = next((c for c in cells if c.label == baseline), None)
     if base is None:

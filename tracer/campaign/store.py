@@ -12,8 +12,9 @@ from typing import NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
-from tracer.campaign.schema import SCHEMA, TABLES, is_campaign_store
-from tracer.errors import TraceFormatError, UsageError
+from tracer.campaign.schema import SCHEMA, TABLES, table_names
+from tracer.errors import OutputError, TraceFormatError, UsageError
+from tracer.store.lock import RunLock, run_lock
 
 
 
@@ -58,29 +59,37 @@ class CellSummary:
 class Store:
     def __init__(self, path: Path, con: sqlite3.Connection) -> None:
         self.path, self.con = path, con
+        self.lock: RunLock | None = None
 
     @classmethod
-    def open(cls, path: Path, create: bool = False) -> Store:
+    def open(cls, path: Path, create: bool = False, readonly: bool = False, exclusive: bool = False) -> Store:
+        """Open a campaign store. A file that is not one is refused untouched; `readonly` opens
+        it for reading only (status, report); `exclusive` takes the store's run lock
+        (tracer.store.lock) for as long as the Store lives, so two runs never run one trial twice."""
         if not create and not path.is_file():
             raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
-        path.parent.mkdir(parents=True, exist_ok=True)
-        con = sqlite3.connect(path, timeout=60, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=NORMAL")
-        con.executescript(SCHEMA)
-        return cls(path, con)
-
-    @classmethod
-    def open_readonly(cls, path: Path) -> Store:
-        """An existing store, for reading only: a file that is not one is refused, never written to."""
-        if not path.is_file():
-            raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
-        if not is_campaign_store(path):
-            raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))})")
-        return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
+        if path.is_file():
+            require_campaign_file(path, allow_empty=create)
+        if readonly:
+            return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
+        lock = run_lock(path) if exclusive else None
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            con = sqlite3.connect(path, timeout=60, isolation_level=None)
+            con.execute("PRAGMA journal_mode=WAL")
+            con.execute("PRAGMA synchronous=NORMAL")
+            con.executescript(SCHEMA)
+        except (OSError, sqlite3.OperationalError) as exc:
+            raise store_error(path, exc) from exc
+        store = cls(path, con)
+        store.lock = lock
+        return store
 
     def close(self) -> None:
         self.con.close()
+        if self.lock is not None:
+            self.lock.release()
+            self.lock = None
 
     def init(self, spec: CampaignSpec, environment: dict) -> None:
         """Record the campaign and its cells; reopening with another campaign's profile is refused."""
@@ -99,7 +108,7 @@ class Store:
                 self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.trials_per_cell, c.key))
 
     def tx(self):  # type: ignore[no-untyped-def]
-        return _Tx(self.con)
+        return _Tx(self.con, self.path)
 
     def meta(self, key: str) -> str | None:
         row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
@@ -175,13 +184,42 @@ class Store:
                                      "ORDER BY trial LIMIT ?", (cell_id, limit)))
 
 
+def require_campaign_file(path: Path, allow_empty: bool = False) -> None:
+    """A file that is not a campaign store (a trace SQLite, anything else) is refused, read only."""
+    if allow_empty and path.stat().st_size == 0:
+        return
+    try:
+        tables = table_names(path)
+    except sqlite3.OperationalError as exc:  # I/O: a WAL store needs its -shm file even to be read
+        raise OutputError(f"cannot open the campaign store {path}: {exc} (SQLite writes a -shm file beside it)") from exc
+    if not TABLES <= tables:
+        raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))}); "
+                               "left as it was")
+
+
+def store_error(path: Path, exc: Exception) -> OutputError:
+    """A write the store could not make (disk full, I/O error, read-only): committed trials are intact."""
+    return OutputError(f"cannot write the campaign store {path}: {exc} (trials already committed are intact)")
+
+
 class _Tx:
-    def __init__(self, con: sqlite3.Connection) -> None:
-        self.con = con
+    def __init__(self, con: sqlite3.Connection, path: Path) -> None:
+        self.con, self.path = con, path
 
     def __enter__(self) -> sqlite3.Connection:
-        self.con.execute("BEGIN IMMEDIATE")
+        try:
+            self.con.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as exc:
+            raise store_error(self.path, exc) from exc
         return self.con
 
-    def __exit__(self, exc_type: object, *_: object) -> None:
-        self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+    def __exit__(self, exc_type: object, exc: BaseException | None, _tb: object) -> None:
+        try:
+            self.con.execute("ROLLBACK" if exc_type else "COMMIT")
+        except sqlite3.OperationalError as err:
+            if exc_type is None:
+                if self.con.in_transaction:
+                    self.con.execute("ROLLBACK")
+                raise store_error(self.path, err) from err
+        if isinstance(exc, sqlite3.OperationalError):
+            raise store_error(self.path, exc) from exc

@@ -3,12 +3,13 @@ environment.json, logs/), analyse it and write verdict.json; the directory is wr
 temporary name and renamed when complete."""
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
 from tracer.artifact import PairSpec, TraceRun
-from tracer.errors import TimedOut, UsageError, unknown
+from tracer.errors import UsageError, unknown
+from tracer.proc import check_timeout, raise_if_timed_out
+from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
 from tracer.trace.analyze import Analysis
 
@@ -24,6 +25,9 @@ class CaptureRequest:
     timeout: float
     cuda_event_trace: bool = False
     capture_range: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
 
 
 @dataclass(frozen=True)
@@ -76,8 +80,7 @@ def record(req: CaptureRequest, pairs: PairSpec) -> Recorded:
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
                                           "capture_argv": list(res.argv)})
         write_json(tmp / "environment.json", environment())
-        if res.timed_out:
-            raise TimedOut(f"capture of {req.name} was killed at its --timeout of {req.timeout:g} s")
+        raise_if_timed_out(res, f"the capture of {req.name}")
         if not (tmp / "trace.sqlite").is_file():
             tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {req.name} produced no trace (exit {res.returncode}); "
@@ -92,7 +95,7 @@ def import_run(run: TraceRun, output: Path, pairs: PairSpec) -> Recorded:
     analysis = pairs.analyze(run.load())
     with staged(output) as tmp:
         src = run.trace_file
-        shutil.copyfile(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
+        copy_file(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
         write_json(tmp / "command.json", {"imported_from": str(run.path.resolve()), "backend": "import"})
         write_json(tmp / "verdict.json", analysis.to_json())
     return Recorded(output, None, analysis)

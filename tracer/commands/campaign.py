@@ -56,7 +56,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     from tracer.campaign.report import format_status
     from tracer.campaign.store import Store
 
-    print(format_status(Store.open_readonly(args.store)))
+    print(format_status(Store.open(args.store, readonly=True)))
     return 0
 
 
@@ -64,6 +64,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     from tracer.campaign.report import format_report, report_data
     from tracer.campaign.store import Store
 
-    d = report_data(Store.open_readonly(args.store), args.baseline)
+    d = report_data(Store.open(args.store, readonly=True), args.baseline)
     print(json.dumps(d, indent=1, default=str) if args.json else format_report(d))
     return 0

@@ -43,13 +43,15 @@ def parse_size(text: str) -> tuple[float, float]:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import draw_timeline, save
-    from tracer.trace.timeline import parse_window, timeline_data
+    from tracer.trace.selection import parse_range, parse_window, require_shown
+    from tracer.trace.timeline import timeline_data
 
-    size = parse_size(args.size)
+    size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
     run = open_trace(args.source)
     spec = PairSpec("none") if args.no_pairs else choose_pairs([args.pairs] if args.pairs else None, run.pair_spec, "none")
-    data = timeline_data(spec.analyze(run.load()), parse_window(args.window), args.range,
-                         show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
+    a = spec.analyze(run.load())
+    data = timeline_data(a, window, rx, show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
+    require_shown(a.trace, a.attribution, sum(lane.kernels for lane in data.lanes), rx, window)
     out = save(draw_timeline(data, size), args.output)
     print(f"wrote {out}: {len(data.lanes)} stream lanes, {len(data.range_lanes)} NVTX lanes, {len(data.arrows)} arrows")
     return 0

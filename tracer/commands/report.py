@@ -22,8 +22,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tracer.report.build import build_report
+    from tracer.trace.selection import parse_range
 
-    rep = build_report([open_source(s) for s in args.sources], "tracer report", args.range)
+    rx = parse_range(args.range)
+    rep = build_report([open_source(s) for s in args.sources], "tracer report", rx)
     out = rep.write(args.output)
     print(f"wrote {out} ({len(rep.sections)} sections)")
     return 0

@@ -40,7 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--shape", help="shape override of a built-in workload")
     r.add_argument("--variant", action="append", default=[], help="kernel variant of a built-in workload (repeatable)")
     i = ss.add_parser("import", help="verdicts from compute-sanitizer output made elsewhere")
-    i.add_argument("file", type=Path, help="FILE.xml (FILE.log beside it is read too) or a text log")
+    i.add_argument("file", type=Path, help="FILE.xml (FILE.log or FILE.txt beside it is read too) or a text log")
+    i.add_argument("--log", type=Path, help="the text output of FILE.xml (default FILE.log or FILE.txt beside it)")
     s = ss.add_parser("selftest", help="every planted workload and the clean one under every tool")
     s.add_argument("--filter", choices=("on", "off"), default="off", help="with the profiles' kernel filters, or not (default)")
     for flag, (where, kw) in SHARED.items():
@@ -61,12 +62,11 @@ def _run(args: argparse.Namespace, jobs: list, name: str, command: dict) -> list
 
 
 def emit(runs: list, args: argparse.Namespace) -> int:  # type: ignore[type-arg]
-    from tracer.sanitize.report import format_text, not_clean, to_json, write_reports
+    from tracer.sanitize.report import format_text, raise_if_not_clean, to_json, write_reports
 
     write_reports(runs, args.junit, args.sarif)
     print(to_json(runs) if args.json else format_text(runs))
-    if not_clean(runs):
-        raise ChecksFailed(not_clean(runs))
+    raise_if_not_clean(runs)
     return 0
 
 
@@ -86,7 +86,7 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tracer.sanitize.runner import import_outputs
 
     rules = load_suppressions(args.suppressions, not args.no_default_suppressions)
-    return emit([import_outputs(args.file, None if args.tool == "all" else parse_tools(args.tool)[0].value, rules)], args)
+    return emit([import_outputs(args.file, None if args.tool == "all" else parse_tools(args.tool)[0].value, rules, args.log)], args)
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from tracer.store.atomic import write_text
 from tracer.trace.analyze import Analysis
 from tracer.trace.timeline import event_edges
 
@@ -46,7 +47,5 @@ def _flows(a: Analysis, t0: int) -> list[dict]:
 
 def write_perfetto(a: Analysis, out: Path) -> int:
     events = perfetto_events(a)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
-    tmp.replace(out)
+    write_text(out, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
     return len(events)

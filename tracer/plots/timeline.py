@@ -85,9 +85,11 @@ def save(fig: Figure, out: Path) -> Path:
         from tracer.errors import UsageError
 
         raise UsageError(f"output {out} must end in .png or .svg")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.stem}.tmp{out.suffix}")
-    fig.savefig(tmp, format=out.suffix[1:])
-    plt.close(fig)
-    tmp.replace(out)
+    from tracer.store.atomic import atomic_output
+
+    try:
+        with atomic_output(out) as tmp:
+            fig.savefig(tmp, format=out.suffix[1:])
+    finally:
+        plt.close(fig)
     return out

@@ -11,7 +11,8 @@ from matplotlib.patches import Patch  # noqa: E402
 from tracer.sanitize.model import SanVerdict, Tool, ToolRun  # noqa: E402
 
 VERDICT_COLORS = {"clean": "#4daf4a", "errors": "#e41a1c", "suppressed": "#a6d96a", "target-failed": "#ff7f00",
-                  "tool-failed": "#984ea3", "timeout": "#777777", "missing": "#ffffff"}
+                  "tool-failed": "#984ea3", "timeout": "#777777", "incomplete": "#fdbf6f", "no-errors-recorded": "#c7c7c7",
+                  "missing": "#ffffff"}
 
 
 def cell_state(run: ToolRun) -> tuple[str, str]:

@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracer.store.atomic import write_text
+
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
@@ -57,13 +59,4 @@ class Report:
 
     def write(self, out: Path) -> Path:
         """Written under a temporary name and renamed; nothing is left behind when writing fails."""
-        from tracer.errors import OutputError
-
-        tmp = out.with_name(f".{out.name}.tmp")
-        try:
-            tmp.write_text(self.render())
-            tmp.replace(out)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise OutputError(f"cannot write {out}: {exc.strerror or exc}") from exc
-        return out
+        return write_text(out, self.render())

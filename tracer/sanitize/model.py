@@ -20,6 +20,8 @@ class SanVerdict(str, Enum):
     TIMEOUT = "timeout"
     TARGET_FAILED = "target-failed"
     ERRORS = "errors"
+    INCOMPLETE = "incomplete"  # no error read, but the outputs cannot prove the run was checked to the end
+    NO_ERRORS_RECORDED = "no-errors-recorded"  # XML without its text output: the target's exit is unknown
     CLEAN = "clean"
 
 

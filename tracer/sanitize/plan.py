@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tracer.errors import ToolMissingError, UsageError, unknown
+from tracer.proc import check_timeout, raise_if_timed_out
 from tracer.sanitize.argv import SanitizeOptions
 from tracer.sanitize.model import Tool, ToolRun
 from tracer.sanitize.runner import filter_matches, find_sanitizer, kernel_filter, run_tool
@@ -58,6 +59,7 @@ class Settings:
     jobs: int = 4
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "timeout", check_timeout(self.timeout))
         if self.racecheck_report not in RACECHECK_REPORTS:
             raise unknown("--racecheck-report", self.racecheck_report, RACECHECK_REPORTS)
         if self.racecheck_detect_level not in RACECHECK_LEVELS:
@@ -70,11 +72,12 @@ def workload_command(name: str, steps: int | None, shape: str | None,
                      variant: str | None = None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(label, argv, the profile's kernel filter) of a built-in workload or profile under `tracer run`."""
     from tracer.kernel.spec import parse_variant
-    from tracer.workloads.spec import load_workload
+    from tracer.workloads.spec import load_workload, parse_shape
 
     spec = load_workload(name)
+    spec.with_overrides(steps=steps, **(parse_shape(shape, spec.kind) if shape is not None else {}))  # refused here, not in the child
     cmd = [sys.executable, "-m", "tracer", "run", name, "--steps", str(steps or 1), "--no-fail-on-check"]
-    if shape:
+    if shape is not None:
         cmd += ["--shape", shape]
     label = spec.name
     if variant:
@@ -114,7 +117,7 @@ def plan(workload: str | None, command: Sequence[str], *, steps: int | None = No
         runs = filter_runs(name, include, tuple(kernel_filter(k) for k in exclude), mode or ("on" if only else "off"))
         out.append(Target(name, argv, runs))
     if verify_timeout is not None:
-        verify_filters(out[0], verify_timeout)
+        verify_filters(out[0], check_timeout(verify_timeout))
     return out
 
 
@@ -151,7 +154,7 @@ def launched_kernels(command: Sequence[str], timeout: float) -> set[str]:
 
     with tempfile.TemporaryDirectory(prefix="tracer-kernels-") as tmp:
         out = Path(tmp) / "k.sqlite"
-        capture(list(command), out, Path(tmp), timeout)
+        raise_if_timed_out(capture(list(command), out, Path(tmp), timeout), "the CUPTI run listing the target's kernels")
         if not out.is_file():
             raise UsageError("could not list the target's kernels to verify the filter (its CUPTI run wrote no trace)")
         con = sqlite3.connect(out)
@@ -184,13 +187,14 @@ def run_into(output: Path | None, name: str, jobs: Sequence[Job], rules: tuple[R
     """(runs, run directory): the jobs' outputs, command.json and report.json in output (default
     runs/sanitize-NAME-TIMESTAMP), written under a temporary name and renamed when complete."""
     from tracer.sanitize.report import to_json
+    from tracer.store.atomic import write_text
     from tracer.store.rundir import default_run_dir, staged, write_json
 
     final = output or default_run_dir(f"sanitize-{name}")
     with staged(final) as tmp:
         runs = execute(jobs, tmp, rules, settings, on_done)
         write_json(tmp / "command.json", command)
-        (tmp / "report.json").write_text(to_json(runs))
+        write_text(tmp / "report.json", to_json(runs))
     return runs, final
 
 

@@ -88,18 +88,24 @@ def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
 
 def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | None) -> None:
     """The JUnit and SARIF files asked for, each written under a temporary name and renamed."""
-    from tracer.errors import OutputError
+    from tracer.store.atomic import write_text
 
-    for path, render in ((junit, lambda: to_junit(runs)), (sarif, lambda: to_sarif(runs, SOURCE_ROOT))):
-        if path is None:
-            continue
-        tmp = path.with_name(f".{path.name}.tmp")
-        try:
-            tmp.write_text(render())
-            tmp.replace(path)
-        except OSError as exc:
-            tmp.unlink(missing_ok=True)
-            raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from exc
+    if junit is not None:
+        write_text(junit, to_junit(runs))
+    if sarif is not None:
+        write_text(sarif, to_sarif(runs, SOURCE_ROOT))
+
+
+def raise_if_not_clean(runs: Sequence[ToolRun]) -> None:
+    """TimedOut (exit 8) when runs were killed at --timeout and none found an error; ChecksFailed
+    (exit 1) when any run is not clean."""
+    from tracer.errors import ChecksFailed, TimedOut
+
+    timed_out = sum(r.verdict is SanVerdict.TIMEOUT for r in runs)
+    if timed_out and not any(r.errors_found for r in runs):
+        raise TimedOut(f"{timed_out} of {len(runs)} sanitizer run(s) killed at --timeout")
+    if not_clean(runs):
+        raise ChecksFailed(not_clean(runs))
 
 
 def not_clean(runs: Sequence[ToolRun]) -> str:

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 from tracer import proc
-from tracer.errors import ToolMissingError, UsageError
+from tracer.errors import ToolMissingError, TraceFormatError, UsageError
 from tracer.sanitize.argv import ERROR_EXITCODE, SanitizeOptions, Tool, build_argv
 from tracer.sanitize.model import Finding, Parsed, SanVerdict, ToolRun
 from tracer.sanitize.parse_text import parse_text
@@ -42,22 +42,72 @@ def filter_matches(flt: str, mangled_names: set[str]) -> bool:
 
 
 def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None, text: Parsed,
-            rules: tuple[Rule, ...], filter_label: str, files: dict[str, str]) -> ToolRun:
+            rules: tuple[Rule, ...], filter_label: str, files: dict[str, str], *, has_text: bool = True) -> ToolRun:
+    """The most serious verdict that applies. Imported outputs have no exit code (returncode None,
+    not timed out); `has_text` False: no text output, so the target's exit and the totals are unknown."""
     rc = None if res.timed_out else res.returncode
-    notes = []
+    imported = rc is None and not res.timed_out
     tool_errors = text.tool_errors + (xml.tool_errors if xml is not None else ())
-    tool_failed = bool(tool_errors) or (xml is None and not res.timed_out) or (rc is not None and rc < 0)
+    tool_failed = bool(tool_errors) or (xml is None and not imported and not res.timed_out) or (rc is not None and rc < 0)
     target_failed = text.target_error or (rc not in (0, ERROR_EXITCODE, None) and not tool_failed)
     source = xml if xml is not None and xml.records >= text.records else text
     kept, suppressed = apply(source.findings, rules)
-    if text.not_printed:  # unseen records may be anything: they are never suppressed
-        kept += (Finding(tool.value, "not printed (raise --print-limit)", "?", "", text.not_printed,
-                         text.not_printed, "error", f"{text.not_printed} errors were not printed"),)
-    incomplete = res.timed_out or tool_failed or (xml is not None and xml.incomplete) or text.not_printed > 0
+    kept += unseen_findings(tool, source, text)  # never suppressed: they may be anything
+    gaps = incompleteness(res, rc, xml, text, source, tool_failed, has_text)
+    notes = gaps + _notes(tool, filter_label, kept, tool_errors, target_failed, rc)
+    if not has_text:
+        notes.append("no text output (FILE.log, FILE.txt or --log): the target's exit and the tool's totals are unknown")
+    order = [(tool_failed, SanVerdict.TOOL_FAILED), (res.timed_out, SanVerdict.TIMEOUT),
+             (target_failed, SanVerdict.TARGET_FAILED), (bool(kept), SanVerdict.ERRORS), (bool(gaps), SanVerdict.INCOMPLETE),
+             (not has_text, SanVerdict.NO_ERRORS_RECORDED)]
+    v = next((verdict for cond, verdict in order if cond), SanVerdict.CLEAN)
+    target_exit = rc if rc not in (ERROR_EXITCODE, None) else None
+    return ToolRun(tool, workload, v, bool(kept), target_failed, bool(gaps), target_exit, rc, kept, suppressed,
+                   text.reported_errors, res.seconds, filter_label, files, tuple(notes))
+
+
+def unaccounted(source: Parsed, text: Parsed) -> int:
+    """Errors the tool's summary counts beyond the records read (and those it said it did not print)."""
+    if text.reported_errors is None:
+        return 0
+    seen = max(source.records, sum(f.hazards for f in source.findings)) + text.not_printed
+    return max(0, text.reported_errors - seen)
+
+
+def unseen_findings(tool: Tool, source: Parsed, text: Parsed) -> tuple[Finding, ...]:
+    """Records counted but not read: each is a finding of its own, never clean."""
+    out = []
     if text.not_printed:
-        notes.append(f"{text.not_printed} errors were not printed (raise --print-limit)")
-    elif text.reported_errors is not None and text.reported_errors > source.records:
-        notes.append(f"the tool counted {text.reported_errors} errors in {source.records} printed records")
+        out.append(Finding(tool.value, "not printed (raise --print-limit)", "?", "", text.not_printed,
+                           text.not_printed, "error", f"{text.not_printed} errors were not printed"))
+    missing = unaccounted(source, text)
+    if missing:
+        out.append(Finding(tool.value, "counted but not read", "?", "", missing, missing, "error",
+                           f"the tool's summary counts {text.reported_errors} errors; {missing} of them are in no record read"))
+    return tuple(out)
+
+
+def incompleteness(res: proc.ProcResult, rc: int | None, xml: Parsed | None, text: Parsed, source: Parsed,
+                   tool_failed: bool, has_text: bool) -> list[str]:
+    """Why the outputs cannot prove the run was checked end to end (empty: they can)."""
+    missing = unaccounted(source, text)
+    reasons = [
+        (res.timed_out, "killed at the timeout"),
+        (tool_failed, "the sanitizer failed"),
+        (xml is not None and xml.incomplete, "the XML is empty, truncated or malformed (read as far as it goes)"),
+        (text.not_printed > 0, f"{text.not_printed} errors were not printed (raise --print-limit)"),
+        (missing > 0, f"the tool counted {text.reported_errors} errors but {missing} are in no record read"),
+        (has_text and not res.timed_out and not tool_failed and text.reported_errors is None,
+         "the text output has no ERROR SUMMARY: the tool did not finish"),
+        (rc == ERROR_EXITCODE and source.records == 0 and not text.reported_errors and not text.target_error,
+         f"the sanitizer exited {ERROR_EXITCODE} (errors found) but no error was recorded"),
+    ]
+    return [why for cond, why in reasons if cond]
+
+
+def _notes(tool: Tool, filter_label: str, kept: tuple[Finding, ...], tool_errors: tuple[str, ...],
+           target_failed: bool, rc: int | None) -> list[str]:
+    notes = []
     if tool_errors:
         notes.append("; ".join(dict.fromkeys(tool_errors)))
     if tool is Tool.INITCHECK and filter_label == "on" and kept:
@@ -65,12 +115,7 @@ def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None,
                      "uninitialized-read findings on memory they wrote are false positives; compare --filter off")
     if target_failed and rc == ERROR_EXITCODE:
         notes.append("the target failed; its own exit code is masked by --error-exitcode")
-    order = [(tool_failed, SanVerdict.TOOL_FAILED), (res.timed_out, SanVerdict.TIMEOUT),
-             (target_failed, SanVerdict.TARGET_FAILED), (bool(kept), SanVerdict.ERRORS)]
-    v = next((verdict for cond, verdict in order if cond), SanVerdict.CLEAN)
-    target_exit = rc if rc not in (ERROR_EXITCODE, None) else None
-    return ToolRun(tool, workload, v, bool(kept), target_failed, incomplete, target_exit, rc, kept, suppressed,
-                   text.reported_errors, res.seconds, filter_label, files, tuple(notes))
+    return notes
 
 
 def run_tool(binary: str, opts: SanitizeOptions, target: list[str], out: Path, workload: str,
@@ -78,30 +123,63 @@ def run_tool(binary: str, opts: SanitizeOptions, target: list[str], out: Path, w
     stem = opts.xml_path.with_suffix("")
     log, err = stem.with_suffix(".log"), stem.with_suffix(".stderr")
     res = proc.run(build_argv(binary, opts, target), timeout=timeout, stdout_path=log, stderr_path=err)
-    xml = parse_xml(opts.xml_path, opts.tool.value) if opts.xml_path.is_file() else None
+    xml = own_xml(opts.xml_path, opts.tool.value)
     text = parse_text(log, opts.tool.value)
     files = {"xml": opts.xml_path.name, "log": log.name, "stderr": err.name}
     return verdict(opts.tool, workload, res, xml, text, rules, filter_label, files)
 
 
-def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...]) -> ToolRun:
-    """A verdict from outputs made elsewhere: FILE.xml (with FILE.log beside it when present) or FILE.log."""
+def own_xml(path: Path, tool: str) -> Parsed | None:
+    """The XML this run asked the tool to write: None when there is none; cut before its root
+    element, it is still the tool's (truncated), so incomplete rather than foreign."""
+    if not path.is_file():
+        return None
+    try:
+        return parse_xml(path, tool)
+    except TraceFormatError:
+        return Parsed((), 0, True)
+
+
+def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: Path | None = None) -> ToolRun:
+    """A verdict from outputs made elsewhere: FILE.xml with its text output (`log`, else FILE.log or
+    FILE.txt beside it), or a text output alone. A text file with no compute-sanitizer line is refused."""
     from tracer.sanitize.parse_text import detect_tool
 
-    xml_path = path if path.suffix == ".xml" else path.with_suffix(".xml")
-    log_path = path if path.suffix != ".xml" else path.with_suffix(".log")
-    name = tool or _tool_from_name(path) or (detect_tool(log_path) if log_path.is_file() else None) or "memcheck"
-    xml = parse_xml(xml_path, name) if xml_path.is_file() else None
-    text = parse_text(log_path, name) if log_path.is_file() else Parsed((), 0, False)
-    if xml is None and not log_path.is_file():
-        raise UsageError(f"{path}: neither {xml_path.name} nor {log_path.name} exists")
-    res = proc.ProcResult((), None, False, 0.0, log_path, log_path)  # the exit code is not known for imported output
-    files = {k: str(p) for k, p in (("xml", xml_path), ("log", log_path)) if p.is_file()}
-    run = verdict(Tool(name), path.stem, res, xml if xml is not None else Parsed((), 0, False), text, rules, "unknown", files)
-    if not log_path.is_file():
-        run = ToolRun(**{**run.__dict__, "notes": run.notes + ("no text log beside the XML: target failure and "
-                                                                 "totals cannot be judged",)})
-    return run
+    xml_path, log_path = import_paths(path, log)
+    if log_path is not None:
+        require_sanitizer_text(log_path)
+    name = tool or _tool_from_name(path) or (detect_tool(log_path) if log_path is not None else None) or "memcheck"
+    xml = parse_xml(xml_path, name) if xml_path is not None else None
+    text = parse_text(log_path, name) if log_path is not None else Parsed((), 0, False)
+    res = proc.ProcResult((), None, False, 0.0, path, path)  # the exit code is not known for imported output
+    files = {k: str(p) for k, p in (("xml", xml_path), ("log", log_path)) if p is not None}
+    return verdict(Tool(name), path.stem, res, xml, text, rules, "unknown", files, has_text=log_path is not None)
+
+
+def import_paths(path: Path, log: Path | None) -> tuple[Path | None, Path | None]:
+    """(XML, text output) for `sanitize import PATH [--log LOG]`; None where there is none."""
+    if path.suffix != ".xml":
+        if log is not None:
+            raise UsageError(f"--log goes with an XML file; {path} is read as the text output itself")
+        xml = path.with_suffix(".xml")
+        if not path.is_file():
+            raise UsageError(f"{path}: neither {xml.name} nor {path.name} exists")
+        return (xml if xml.is_file() else None), path
+    if log is not None and not log.is_file():
+        raise UsageError(f"--log {log}: no such file")
+    beside = [path.with_suffix(s) for s in (".log", ".txt")]
+    text = log or next((p for p in beside if p.is_file()), None)
+    if not path.is_file():
+        raise UsageError(f"{path}: neither {path.name} nor {beside[0].name} exists")
+    return path, text
+
+
+def require_sanitizer_text(path: Path) -> None:
+    """compute-sanitizer prefixes every line of its own with '========='; a file without one is not its output."""
+    with open(path, "rb") as fh:
+        if not any(line.startswith(b"=========") for line in fh):
+            raise TraceFormatError(f"{path}: not compute-sanitizer output (no '=========' line; "
+                                   "give the tool's XML (--xml --save) or its text output)")
 
 
 def _tool_from_name(path: Path) -> str | None:

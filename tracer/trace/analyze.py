@@ -12,6 +12,7 @@ from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.model import Kernels, Trace
 from tracer.trace.ordering import Edge, Ordered, OrderingIndex, Verdict
+from tracer.trace.selection import require_matches
 
 MAX_LISTED_PAIRS = 200
 
@@ -161,7 +162,7 @@ def glob_pairs(trace: Trace, attr: Attribution, index: OrderingIndex, producer: 
     for key, consumers in cons.items():
         candidates = prods.get(key, [])
         for c_start, c_rng, c_kernels in consumers:
-            before = [p for p in candidates if p[0] <= c_start]
+            before = [p for p in candidates if p[0] <= c_start and p[1] != c_rng]  # never a range with itself
             if not before:
                 continue
             _, p_rng, p_kernels = before[-1]
@@ -208,6 +209,7 @@ def analyze(trace: Trace, pairs: list[tuple[str, str]] | None = None, all_kernel
     else:
         for producer, consumer in pairs or []:
             found += glob_pairs(trace, attr, index, producer, consumer)
+        require_matches(trace, attr, pairs or [], found, glob_regex)
         spec = ", ".join(f"{a}:{b}" for a, b in pairs or []) or "none"
     counts = {v.value: 0 for v in Verdict}
     counts.update(Counter(p.verdict.value for p in found))

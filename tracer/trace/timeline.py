@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from tracer.errors import UsageError
 from tracer.trace.analyze import Analysis
 from tracer.trace.ordering import Verdict
 
@@ -58,17 +57,6 @@ class TimelineData:
 def family_of(name: str) -> int:
     last = name.rsplit("/", 1)[-1]
     return FAMILIES.index(last) if last in FAMILIES else len(FAMILIES) - 1
-
-
-def parse_window(text: str | None) -> tuple[float, float] | None:
-    """START:END in microseconds from the trace start (either side may be empty)."""
-    if not text:
-        return None
-    try:
-        a, b = text.split(":")
-        return float(a) if a else 0.0, float(b) if b else float("inf")
-    except ValueError:
-        raise UsageError(f"--window {text!r} is not START:END in microseconds, e.g. 1000:5000") from None
 
 
 def aggregate(start: np.ndarray, end: np.ndarray, fam: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from tracer.errors import ProfileError, UsageError, unknown
 from tracer.kernel.spec import Config, InDtype, Variant
-from tracer.profiles import PROFILE_DIR, Field, builtin_names, load_profile
+from tracer.profiles import PROFILE_DIR, Field, builtin_names, check_option, load_profile
 from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig
 
 
@@ -26,7 +26,7 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
     "description": Field(str, default=""),
     "params": {
         "steps": Field(int, 3, minimum=1, maximum=1_000_000),
-        "seed": Field(int, 0, minimum=0),
+        "seed": Field(int, 0, minimum=0, maximum=(1 << 63) - 1),
         "variant": Field(str, "none", choices=tuple(v.value for v in Variant)),
         "config": Field(str, "auto"),
         "in_dtype": Field(str, "bf16", choices=tuple(d.value for d in InDtype)),
@@ -83,7 +83,7 @@ class WorkloadSpec:
         return self.out_features or self.hidden
 
     def with_overrides(self, **kw: Any) -> WorkloadSpec:
-        clean = {k: v for k, v in kw.items() if v is not None}
+        clean = {k: check_override(k, v) for k, v in kw.items() if v is not None}
         spec = replace(self, **clean)
         spec.check()
         return spec
@@ -96,6 +96,17 @@ class WorkloadSpec:
             self.config.check_shape(self.in_dtype, self.tokens, self.out_dim)
         if self.cross_stream_layer >= self.layers:
             raise UsageError(f"cross_stream_layer={self.cross_stream_layer} must be below layers={self.layers}")
+
+
+OPTION_OF = {"tokens": "--shape: tokens", "hidden": "--shape: hidden", "out_features": "--shape: out_features"}
+
+
+def check_override(key: str, value: Any) -> Any:
+    """A command-line override held to the limits its profile key has (--steps, --seed, --shape...)."""
+    spec = WORKLOAD_SCHEMA["params"].get(key)
+    if isinstance(spec, Field) and spec.kind in (int, float):
+        return check_option(OPTION_OF.get(key, f"--{key.replace('_', '-')}"), value, spec)
+    return value
 
 
 def _post_check(where: str, data: dict[str, Any]) -> None:
@@ -143,6 +154,15 @@ def parse_shape(text: str, kind: Kind) -> dict[str, int]:
             raise UsageError(f"shape {text!r}: {kind.value} takes TOKENSxHIDDEN (its layers are square)")
         return {"tokens": dims[0], "out_features": dims[1], "hidden": dims[2]}
     return {"tokens": dims[0], "hidden": dims[1], "out_features": 0}
+
+
+def check_shape(text: str, workload: str) -> None:
+    """A shape for `workload` (a built-in name or profile; any other name: the format only)."""
+    if workload in builtin_names() or Path(workload).suffix in (".yaml", ".yml"):
+        spec = load_workload(workload)
+        spec.with_overrides(**parse_shape(text, spec.kind))
+    else:
+        parse_shape(text, Kind.CAST_TRANSPOSE_DGRAD)
 
 
 def load_workload(name_or_path: str) -> WorkloadSpec:

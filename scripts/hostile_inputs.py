@@ -1,0 +1,483 @@
+"""Run the hostile corpus against the CLI and print what each bad input gets: the table of
+docs/bad-inputs.md, regenerated rather than written by hand.
+
+    python scripts/hostile_inputs.py                          # print the table
+    python scripts/hostile_inputs.py --write docs/bad-inputs.md
+    python scripts/hostile_inputs.py --only sanitizer         # cases whose class contains a word
+
+Each case builds its input in a folder of its own and runs `tracer.cli.main(argv)` in a forked
+child (so a crash, a hang or a memory blow-up of one case is recorded, not fatal): a fake
+compute-sanitizer on PATH for tool faults, a file-size limit (RLIMIT_FSIZE) for a full disk.
+A case is handled when its exit code is the expected one, nothing escaped as a traceback, and an
+error is one line. Needs no GPU and no Nsight tool.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import resource
+import signal
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests import fake_tools  # noqa: E402
+
+DATA = ROOT / "tests" / "data"
+CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
+SAN = DATA / "sanitizer" / "unfiltered-1024"
+DEMO = ROOT / "tracer" / "data" / "demo"
+CASE_TIMEOUT_S = 120
+MEMORY_LIMIT = 4 << 30  # a case that needs more is recorded as a blow-up
+FULL_DISK_BYTES = 512
+
+Setup = Callable[[Path], "dict[str, str] | None"]  # builds the input in the case folder; env changes
+
+
+@dataclass(frozen=True)
+class Case:
+    klass: str
+    what: str
+    argv: list[str]  # "{d}" is the case folder
+    expect: tuple[int, ...]
+    setup: Setup | None = None
+    full_disk: bool = False
+    verdict: bool = False  # read the sanitizer verdict from --json output
+
+
+@dataclass
+class Outcome:
+    code: int | None
+    stdout: str = ""
+    stderr: str = ""
+    failure: str = ""  # "traceback ...", "crash (signal N)", "hang", set when it did not end cleanly
+    notes: list[str] = field(default_factory=list)
+
+
+# -- inputs -------------------------------------------------------------------------------------
+
+def write(name: str, data: str | bytes) -> Setup:
+    def make(d: Path) -> None:
+        (d / name).write_bytes(data if isinstance(data, bytes) else data.encode())
+    return make
+
+
+def copy(src: Path, name: str, mutate: Callable[[bytes], bytes] = lambda b: b) -> Setup:
+    def make(d: Path) -> None:
+        (d / name).write_bytes(mutate(src.read_bytes()))
+    return make
+
+
+def sql(name: str, *statements: str) -> Setup:
+    """A copy of the CUPTI capture with statements applied."""
+    def make(d: Path) -> None:
+        (d / name).write_bytes(CTD.read_bytes())
+        con = sqlite3.connect(d / name)
+        for st in statements:
+            con.execute(st)
+        con.commit()
+        con.close()
+    return make
+
+
+def flip(data: bytes) -> bytes:
+    mid = len(data) // 2
+    return data[:mid] + bytes(b ^ 0xFF for b in data[mid:mid + 4096]) + data[mid + 4096:]
+
+
+def fake(**behaviour: object) -> Setup:
+    def make(d: Path) -> dict[str, str]:
+        bin_dir, cfg = fake_tools.install(d)
+        fake_tools.configure(cfg, **behaviour)
+        return fake_tools.environ(bin_dir, cfg)
+    return make
+
+
+def both(*setups: Setup) -> Setup:
+    def make(d: Path) -> dict[str, str]:
+        env: dict[str, str] = {}
+        for s in setups:
+            env.update(s(d) or {})
+        return env
+    return make
+
+
+def held_store(d: Path) -> None:
+    """A campaign store whose run lock stays held by this case's parent process (a run in flight)."""
+    from tracer.store.lock import run_lock
+
+    (d / "c.yaml").write_text(CAMPAIGN)
+    HELD.append(run_lock(d / "s.sqlite"))
+
+
+HELD: list[object] = []
+WORKLOAD = "schema: 1\nworkload: linear_backward\n"
+BOMB = "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+    f"{chr(98 + i)}: &{chr(98 + i)} [{', '.join([f'*{chr(97 + i)}'] * 10)}]\n" for i in range(8))
+CAMPAIGN = "schema: 1\nname: t\nworkload: cpu_reference\nvariants: [none, device_before_atomic]\ntrials_per_cell: 4\n"
+KINETO = {"traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "step0/x", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10, "dur": 5, "args": {"correlation": 1}},
+    {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 20, "dur": 10,
+     "args": {"device": 0, "stream": 7, "correlation": 1}}]}
+
+
+def kineto(mutate: Callable[[dict], object]) -> Setup:
+    """A small valid Kineto trace (one range, one launch, one kernel), changed in place by `mutate`."""
+    doc = json.loads(json.dumps(KINETO))
+    mutate(doc)
+    return write("t.json", json.dumps(doc))
+
+
+def _set(doc: dict, index: int, key: str, value: object) -> None:
+    doc["traceEvents"][index][key] = value
+
+
+def _xml(path: Path, old: str, new: str) -> bytes:
+    return path.read_text().replace(old, new, 1).encode()
+
+
+# -- the corpus ---------------------------------------------------------------------------------
+
+def sanitizer_cases() -> list[Case]:
+    imp = ["sanitize", "import"]
+    half = copy(SAN / "memcheck-clean.xml", "memcheck.xml", lambda b: b[: len(b) // 2])
+    return [
+        Case("sanitizer output", "truncated XML (half of a clean memcheck run)", [*imp, "{d}/memcheck.xml", "--json"], (1,), half, verdict=True),
+        Case("sanitizer output", "empty XML", [*imp, "{d}/memcheck.xml", "--json"], (1,), write("memcheck.xml", ""), verdict=True),
+        Case("sanitizer output", "malformed XML (garbage after 5 kB)", [*imp, "{d}/memcheck.xml", "--json"], (1,),
+             copy(SAN / "memcheck-clean.xml", "memcheck.xml", lambda b: b[:5000] + b"<<<&&&"), verdict=True),
+        Case("sanitizer output", "XML of a crashed target, no text output", [*imp, "{d}/initcheck.xml", "--json"], (1,),
+             copy(SAN / "initcheck-crash.xml", "initcheck.xml"), verdict=True),
+        Case("sanitizer output", "XML with its text as FILE.txt", [*imp, "{d}/initcheck.xml", "--json"], (1,),
+             both(copy(SAN / "initcheck-crash.xml", "initcheck.xml"), copy(SAN / "initcheck-crash.log", "initcheck.txt")), verdict=True),
+        Case("sanitizer output", "XML with a foreign root element", [*imp, "{d}/x.xml"], (6,), write("x.xml", "<html><body/></html>")),
+        Case("sanitizer output", "XML entity bomb", [*imp, "{d}/x.xml"], (6,), write("x.xml", '<?xml version="1.0"?><!DOCTYPE x ['
+             '<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;&a;&a;&a;&a;"><!ENTITY c "&b;&b;&b;&b;&b;&b;&b;&b;">]>'
+             '<ComputeSanitizerOutput>&c;</ComputeSanitizerOutput>')),
+        Case("sanitizer output", "XML external entity", [*imp, "{d}/x.xml"], (6,), write("x.xml", '<?xml version="1.0"?>'
+             '<!DOCTYPE x [<!ENTITY e SYSTEM "file:///etc/passwd">]><ComputeSanitizerOutput>&e;</ComputeSanitizerOutput>')),
+        Case("sanitizer output", "racecheck XML with a non-numeric <count>", [*imp, "{d}/racecheck.xml", "--json"], (1, 6),
+             write("racecheck.xml", _xml(DATA / "sanitizer" / "filtered-128" / "racecheck-analysis-planted_race.xml",
+                                         "<count>", "<count>many")), verdict=True),
+        Case("sanitizer output", "README.md", [*imp, str(ROOT / "README.md")], (6,)),
+        Case("sanitizer output", "a tracer report.json", [*imp, str(DEMO / "sanitize" / "report.json")], (6,)),
+        Case("sanitizer output", "empty .log", [*imp, "{d}/memcheck.log"], (6,), write("memcheck.log", "")),
+        Case("sanitizer output", "binary .log", [*imp, "{d}/memcheck.log"], (6,), write("memcheck.log", bytes(range(256)) * 8)),
+        Case("sanitizer output", "--log naming a foreign file", [*imp, "{d}/s.xml", "--log", str(ROOT / "README.md")], (6,),
+             copy(SAN / "synccheck-clean.xml", "s.xml")),
+        Case("sanitizer output", "text log counting 2 leak errors it does not print", [*imp, "{d}/memcheck.log", "--json"], (1,),
+             write("memcheck.log", "========= LEAK SUMMARY: 1024 bytes leaked in 2 allocations\n========= ERROR SUMMARY: 2 errors\n"),
+             verdict=True),
+        Case("sanitizer output", "text log cut before its summary", [*imp, "{d}/memcheck.log", "--json"], (1,),
+             write("memcheck.log", "========= COMPUTE-SANITIZER\ntarget output\n"), verdict=True),
+        Case("sanitizer output", "a file that does not exist", [*imp, "{d}/nothing.xml"], (2,)),
+    ]
+
+
+def tool_fault_cases() -> list[Case]:
+    run = ["sanitize", "--tool", "synccheck", "-o", "{d}/out", "--json", "--", "python", "t.py"]
+    clean, empty = fake_tools.CLEAN_TEXT, fake_tools.EMPTY_XML
+    return [
+        Case("sanitizer faults (fake tool)", "leaves a truncated XML", run, (1,), fake(xml=empty[:50], text=clean), verdict=True),
+        Case("sanitizer faults (fake tool)", "leaves an empty XML", run, (1,), fake(xml="", text=clean), verdict=True),
+        Case("sanitizer faults (fake tool)", "exits 86 with no record", run, (1,), fake(xml=empty, text=clean, exit=86), verdict=True),
+        Case("sanitizer faults (fake tool)", "writes no XML", run, (1,), fake(text=clean), verdict=True),
+        Case("sanitizer faults (fake tool)", "prints no text", run, (1,), fake(xml=empty), verdict=True),
+        Case("sanitizer faults (fake tool)", "killed by SIGKILL", run, (1,), fake(xml=empty, text=clean, signal=9), verdict=True),
+        Case("sanitizer faults (fake tool)", "hangs (--timeout 1)", [*run[:-3], "--timeout", "1", *run[-3:]], (8,), fake(hang=True),
+             verdict=True),
+        Case("sanitizer faults (fake tool)", "--timeout nan", ["sanitize", "--timeout", "nan", "--", "python", "t.py"], (2,)),
+        Case("sanitizer faults (fake tool)", "--timeout -5", ["sanitize", "--timeout", "-5", "--", "python", "t.py"], (2,)),
+        Case("sanitizer faults (fake tool)", "--timeout 0", ["trace", "run", "--timeout", "0", "--", "python", "t.py"], (2,)),
+    ]
+
+
+def trace_cases() -> list[Case]:
+    an = ["trace", "analyze"]
+    kern = "CUPTI_ACTIVITY_KIND_KERNEL"
+    return [
+        Case("pair specs", "globs matching no kernel, --fail-on-unordered", [*an, str(CTD), "--pairs", "nosuch/*:*/dgrad",
+                                                                               "--fail-on-unordered"], (2,)),
+        Case("pair specs", "globs forming no pair", [*an, str(CTD), "--pairs", "*/dgrad:*/cast_transpose", "--fail-on-unordered"], (2,)),
+        Case("pair specs", "'*:*' (a kernel with itself)", [*an, str(CTD), "--pairs", "*:*", "--fail-on-unordered"], (0,)),
+        Case("pair specs", "'step1/*:step1/*'", [*an, str(CTD), "--pairs", "step1/*:step1/*", "--fail-on-unordered"], (0,)),
+        Case("pair specs", "malformed --pairs 'a:b:c'", [*an, str(CTD), "--pairs", "a:b:c"], (2,)),
+        Case("trace files", "README.md", [*an, str(ROOT / "README.md")], (6,)),
+        Case("trace files", "empty .sqlite", [*an, "{d}/t.sqlite"], (6,), write("t.sqlite", "")),
+        Case("trace files", "SQLite with 4 kB of flipped bytes", [*an, "{d}/t.sqlite"], (6,), copy(CTD, "t.sqlite", flip)),
+        Case("trace files", "SQLite with TEXT in integer columns", [*an, "{d}/t.sqlite"], (6,), sql("t.sqlite", f"UPDATE {kern} SET start = 'abc'")),
+        Case("trace files", "SQLite with NULL kernel starts", [*an, "{d}/t.sqlite"], (6,), sql(
+            "t.sqlite", f"CREATE TABLE k2 AS SELECT * FROM {kern}", f"DROP TABLE {kern}",  # the copy has no NOT NULL
+            f"ALTER TABLE k2 RENAME TO {kern}", f"UPDATE {kern} SET start = NULL")),
+        Case("trace files", "SQLite with 64-bit overflowing times", [*an, "{d}/t.sqlite"], (6,),
+             sql("t.sqlite", f"UPDATE {kern} SET start = -9223372036854775808, end = 9223372036854775807")),
+        Case("trace files", "SQLite with BLOB strings", [*an, "{d}/t.sqlite"], (0, 6), sql("t.sqlite", "UPDATE StringIds SET value = X'00ff80'")),
+        Case("trace files", "a campaign store as a trace", [*an, "{d}/t.sqlite"], (6,), lambda d: _store(d / "t.sqlite")),
+        Case("trace files", "Kineto JSON cut in half", [*an, "{d}/t.json"], (6,), write("t.json", json.dumps(KINETO)[:100])),
+        Case("trace files", "Kineto JSON with string timestamps", [*an, "{d}/t.json"], (6,), kineto(lambda doc: _set(doc, 2, "ts", "abc"))),
+        Case("trace files", "Kineto JSON with NaN timestamps", [*an, "{d}/t.json"], (6,), kineto(lambda doc: _set(doc, 2, "ts", float("nan")))),
+        Case("trace files", "Kineto JSON with args as a list", [*an, "{d}/t.json"], (0, 6), kineto(lambda doc: _set(doc, 2, "args", [1, 2]))),
+        Case("trace files", "Kineto JSON with a kernel without a name", [*an, "{d}/t.json"], (0, 6),
+             kineto(lambda doc: doc["traceEvents"][2].pop("name"))),
+        Case("trace files", "Kineto JSON nested 100,000 deep", [*an, "{d}/t.json"], (6,),
+             write("t.json", '{"traceEvents": ' + "[" * 100_000 + "]" * 100_000 + "}")),
+    ]
+
+
+def _store(path: Path) -> None:
+    from tracer.campaign.profile import load_campaign
+    from tracer.campaign.store import Store
+
+    (path.parent / "c.yaml").write_text(CAMPAIGN)
+    store = Store.open(path, create=True)
+    store.init(load_campaign(str(path.parent / "c.yaml")), {})
+    store.con.close()
+
+
+def picture_cases() -> list[Case]:
+    tl = ["plot", "stream-timeline", str(CTD), "-o", "{d}/t.png"]
+    return [
+        Case("pictures", "--range '('", [*tl, "--range", "("], (2,)),
+        Case("pictures", "--range '['", [*tl, "--range", "["], (2,)),
+        Case("pictures", "--range matching nothing", [*tl, "--range", "^nosuch/"], (2,)),
+        Case("pictures", "--window 1e999:2e999", [*tl, "--window", "1e999:2e999"], (2,)),
+        Case("pictures", "--window 5000:1000", [*tl, "--window", "5000:1000"], (2,)),
+        Case("pictures", "--size nanxnan", [*tl, "--size", "nanxnan"], (2,)),
+        Case("pictures", "-o t.gif", ["plot", "stream-timeline", str(CTD), "-o", "{d}/t.gif"], (2,)),
+        Case("pictures", "plot verdicts of README.md", ["plot", "verdicts", str(ROOT / "README.md"), "-o", "{d}/v.png"], (6,)),
+        Case("pictures", "plot ablation of README.md", ["plot", "ablation", str(ROOT / "README.md"), "-o", "{d}/a.png"], (2, 6)),
+        Case("pictures", "report --range '['", ["report", str(CTD), "-o", "{d}/r.html", "--range", "["], (2,)),
+    ]
+
+
+def profile_cases() -> list[Case]:
+    run = ["run", "{d}/w.yaml"]
+    return [
+        Case("workload profiles", "YAML alias bomb (10^9 values)", run, (2,), write("w.yaml", WORKLOAD + BOMB.replace("a:", "description:", 0))),
+        Case("workload profiles", "recursive YAML alias", run, (2,), write("w.yaml", WORKLOAD + "trace: {pairs: &p [*p]}\n")),
+        Case("workload profiles", "YAML nested 100,000 deep", run, (2,), write("w.yaml", WORKLOAD + "description: " + "[" * 100_000 + "]" * 100_000)),
+        Case("workload profiles", "not UTF-8", run, (2,), write("w.yaml", WORKLOAD.encode() + b"description: caf\xe9\n")),
+        Case("workload profiles", "tolerance .nan", run, (2,), write("w.yaml", WORKLOAD + "tolerance: {gemm_rel: .nan}\n")),
+        Case("workload profiles", "tolerance .inf", run, (2,), write("w.yaml", WORKLOAD + "tolerance: {grad_norm_ratio: .inf}\n")),
+        Case("workload profiles", "!!python/object", run, (2,), write("w.yaml", WORKLOAD + "description: !!python/object/apply:os.system [ls]\n")),
+        Case("workload profiles", "a list, not a mapping", run, (2,), write("w.yaml", "- a\n- b\n")),
+        Case("workload profiles", "a 5 MB file", run, (2,), write("w.yaml", WORKLOAD + "#" * (5 << 20))),
+        Case("command-line values", "--shape 99999999984x16", ["run", "linear_backward", "--shape", "99999999984x16"], (2,)),
+        Case("command-line values", "--shape ''", ["run", "linear_backward", "--shape", ""], (2,)),
+        Case("command-line values", "--seed 1e23", ["run", "linear_backward", "--seed", "1e23"], (2,)),
+        Case("command-line values", "--seed -1", ["run", "linear_backward", "--seed", "-1"], (2,)),
+        Case("command-line values", "--steps 99999999999", ["run", "linear_backward", "--steps", "99999999999"], (2,)),
+        Case("command-line values", "sanitize --steps 99999999999", ["sanitize", "linear_backward", "--steps", "99999999999"], (2,)),
+        Case("command-line values", "unknown workload", ["run", "resnet"], (2,)),
+    ]
+
+
+def campaign_cases() -> list[Case]:
+    def prof(extra: str) -> Setup:
+        return write("c.yaml", CAMPAIGN + extra)
+    run = ["campaign", "run", "{d}/c.yaml", "-o", "{d}/s.sqlite", "--no-progress"]
+    return [
+        Case("campaign profiles", "nested list of variants", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[[none]]"))),
+        Case("campaign profiles", "variants: []", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[]"))),
+        Case("campaign profiles", "duplicate variants", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[none, none]"))),
+        Case("campaign profiles", "shape 'abc'", run, (2,), prof("shapes: [abc]\n")),
+        Case("campaign profiles", "shape '0x5'", run, (2,), prof("shapes: ['0x5']\n")),
+        Case("campaign profiles", "executor tasks 100000000", run, (2,), prof("executor: {tasks: 100000000}\n")),
+        Case("campaign profiles", "sample_rows .nan", run, (2,), prof("sample_rows: .nan\n")),
+        Case("campaign profiles", "--workers -1", [*run, "--workers", "-1"], (2,), prof("")),
+        Case("campaign stores", "status of a trace SQLite (left unmodified)", ["campaign", "status", "{d}/t.sqlite"], (6,), copy(CTD, "t.sqlite")),
+        Case("campaign stores", "report of README.md", ["campaign", "report", str(ROOT / "README.md")], (6,)),
+        Case("campaign stores", "run into a trace SQLite", ["campaign", "run", "{d}/c.yaml", "-o", "{d}/t.sqlite"], (6,),
+             both(prof(""), copy(CTD, "t.sqlite"))),
+        Case("campaign stores", "report --baseline nosuch", ["campaign", "report", "{d}/s.sqlite", "--baseline", "nosuch"], (2,),
+             lambda d: _store(d / "s.sqlite")),
+        Case("campaign stores", "a second run while one is in flight", run, (2,), held_store),
+    ]
+
+
+def full_disk_cases() -> list[Case]:
+    xml = str(SAN / "memcheck-planted_oob.xml")
+    return [Case("full disk", what, argv, (9,), full_disk=True) for what, argv in [
+        ("plot stream-timeline", ["plot", "stream-timeline", str(CTD), "-o", "{d}/t.png"]),
+        ("plot ablation", ["plot", "ablation", str(DEMO / "campaign.json"), "-o", "{d}/a.png"]),
+        ("report", ["report", str(CTD), "-o", "{d}/r.html"]),
+        ("trace export --perfetto", ["trace", "export", str(CTD), "--perfetto", "-o", "{d}/p.json"]),
+        ("trace import", ["trace", "import", str(CTD), "-o", "{d}/run"]),
+        ("sanitize --junit", ["sanitize", "import", xml, "--junit", "{d}/j.xml"]),
+        ("sanitize --sarif", ["sanitize", "import", xml, "--sarif", "{d}/s.sarif"]),
+        ("campaign run", ["campaign", "run", str(ROOT / "profiles" / "campaigns" / "cpu_smoke.yaml"), "-o", "{d}/s.sqlite"]),
+    ]]
+
+
+CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, picture_cases, profile_cases, campaign_cases, full_disk_cases)
+
+
+# -- running ------------------------------------------------------------------------------------
+
+def run_case(case: Case, folder: Path) -> Outcome:
+    """Fork; the child builds the input, runs main() and sends back what happened."""
+    try:
+        env = (case.setup(folder) if case.setup else None) or {}
+    except Exception as exc:  # noqa: BLE001: a corpus bug is reported in the table, not fatal
+        return Outcome(None, failure=f"setup failed ({type(exc).__name__}: {exc})")
+    argv = [a.replace("{d}", str(folder)) for a in case.argv]
+    read, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read)
+        _child(argv, env, folder, case.full_disk, write_end)
+    os.close(write_end)
+    o = _collect(pid, read)
+    for where, name in ((str(folder), "DIR"), (str(ROOT), ".")):  # short, stable messages in the table
+        o.stdout, o.stderr = o.stdout.replace(where, name), o.stderr.replace(where, name)
+    return o
+
+
+def _child(argv: list[str], env: dict[str, str], folder: Path, full_disk: bool, fd: int) -> None:
+    try:
+        os.environ.update(env)
+        os.chdir(folder)
+        resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+        if full_disk:
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (FULL_DISK_BYTES, FULL_DISK_BYTES))
+        out = _call_main(argv)
+        os.write(fd, json.dumps(out).encode())
+    finally:
+        os._exit(0)
+
+
+def _call_main(argv: list[str]) -> dict[str, object]:
+    from tracer.cli import main
+
+    out, err, failure = io.StringIO(), io.StringIO(), ""
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code: int | None = main(argv)
+        except SystemExit as exc:  # argparse
+            code = exc.code if isinstance(exc.code, int) else 2
+        except BaseException as exc:  # noqa: BLE001: what escapes main is what the table is for
+            code, failure = None, f"traceback ({type(exc).__name__}: {str(exc)[:80]})"
+    return {"code": code, "stdout": out.getvalue()[-20000:], "stderr": err.getvalue()[-4000:], "failure": failure}
+
+
+def _collect(pid: int, fd: int) -> Outcome:
+    chunks, deadline = [], time.monotonic() + CASE_TIMEOUT_S
+    os.set_blocking(fd, False)
+    while True:
+        with contextlib.suppress(BlockingIOError):
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+            continue
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            os.close(fd)
+            return Outcome(None, failure=f"hang (killed after {CASE_TIMEOUT_S} s)")
+        time.sleep(0.02)
+    os.close(fd)
+    _, status = os.waitpid(pid, 0)
+    if not chunks:
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        return Outcome(None, failure=f"crash (signal {sig})" if sig else "crash (no result)")
+    data = json.loads(b"".join(chunks))
+    return Outcome(data["code"], data["stdout"], data["stderr"], data["failure"])
+
+
+# -- the table ----------------------------------------------------------------------------------
+
+def gets(case: Case, o: Outcome) -> str:
+    """What the user sees: the error line, the sanitizer verdict, or how it ended."""
+    if o.failure:
+        return o.failure
+    errors = [ln for ln in o.stderr.splitlines() if ln.startswith("tracer: error:") or ": error:" in ln]
+    if case.verdict and o.stdout.strip().startswith("{"):
+        run = json.loads(o.stdout)["runs"][0]
+        return f"verdict `{run['verdict']}`" + (" (incomplete)" if run["incomplete"] else "")
+    if errors:
+        return errors[-1].replace("tracer: error: ", "")
+    return "ok" if o.code == 0 else (o.stdout.strip().splitlines() or ["(nothing printed)"])[-1]
+
+
+def handled(case: Case, o: Outcome) -> bool:
+    if o.failure or o.code not in case.expect or "Traceback" in o.stderr:
+        return False
+    errors = [ln for ln in o.stderr.splitlines() if ln.startswith("tracer: error:")]
+    return o.code in (0, 1) or len(errors) == 1 or (o.code == 2 and "error:" in o.stderr)
+
+
+def cell(text: str, width: int = 140) -> str:
+    text = " ".join(text.split()).replace("|", "\\|")
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def table(rows: list[tuple[Case, Outcome]]) -> str:
+    lines = ["| class | input | expected exit | exit | what it gets | handled |", "|---|---|---|---|---|---|"]
+    for case, o in rows:
+        exp = " or ".join(map(str, case.expect))
+        lines.append(f"| {case.klass} | {cell(case.what, 60)} | {exp} | {o.code if o.code is not None else '-'} | "
+                     f"{cell(gets(case, o))} | {'yes' if handled(case, o) else '**no**'} |")
+    return "\n".join(lines)
+
+
+DOC_HEAD = """# Bad inputs and what each gets
+
+Regenerated by `python scripts/hostile_inputs.py --write docs/bad-inputs.md` (CPU only, about
+{minutes} minutes); do not edit the table by hand. Each case builds its input and runs
+`tracer.cli.main` in a forked child: a fake `compute-sanitizer` on PATH for tool faults (it
+writes the XML, text and exit code it is told to, hangs or kills itself), a file-size limit
+(RLIMIT_FSIZE, so writes fail with EFBIG as a full disk fails with ENOSPC) for the full-disk rows.
+A case is **handled** when its exit code is the expected one (0 clean or ordered, 1 findings or a
+non-clean verdict, 2 usage or profile error, 6 bad input file, 8 timeout, 9 output not written),
+nothing escaped as a traceback, and an error is one line (argparse's own errors print their usage
+line first). A row marked **no** is a bug to fix, not documented behaviour.
+
+Sanitizer verdicts beyond `clean`: `incomplete` (no error read, but the outputs cannot prove the
+run was checked to the end: empty, truncated or malformed XML, a text output without its ERROR
+SUMMARY, exit 86 with no record) and `no-errors-recorded` (an XML without its text output: the
+target's exit and the tool's totals are unknown). Both exit 1, like every verdict but `clean`.
+
+{handled} of {total} handled.
+
+"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--write", type=Path, help="write the markdown document here")
+    ap.add_argument("--only", help="only cases whose class or input contains this word")
+    args = ap.parse_args(argv)
+    cases = [c for make in CORPUS for c in make()
+             if not args.only or args.only.lower() in f"{c.klass} {c.what}".lower()]
+    start, rows = time.monotonic(), []
+    with tempfile.TemporaryDirectory(prefix="tracer-hostile-") as tmp:
+        for i, case in enumerate(cases):
+            folder = Path(tmp) / f"case{i:03d}"
+            folder.mkdir()
+            rows.append((case, run_case(case, folder)))
+            print(f"[{i + 1}/{len(cases)}] {case.klass}: {case.what}: {gets(case, rows[-1][1])[:100]}", file=sys.stderr)
+    text = table(rows)
+    ok = sum(handled(c, o) for c, o in rows)
+    print(text)
+    print(f"\n{ok} of {len(rows)} handled", file=sys.stderr)
+    if args.write:
+        head = DOC_HEAD.format(minutes=max(1, round((time.monotonic() - start) / 60)), handled=ok, total=len(rows))
+        args.write.write_text(head + text + "\n")
+    return 0 if ok == len(rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""tracer.proc.run under hostile targets: a grandchild that ignores SIGTERM never outlives the run,
+whether the run timed out or its direct child exited; bad timeouts are refused; a timeout is exit 8."""
+from __future__ import annotations
+
+import math
+import os
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tracer import proc
+from tracer.errors import TimedOut, UsageError
+
+# The direct child starts a grandchild that ignores SIGTERM and sleeps, writes its pid, then either
+# exits at once ("exit") or sleeps until it is killed ("hang").
+SCRIPT = """
+import os, signal, sys, time
+pid = os.fork()
+if pid == 0:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    time.sleep(120)
+    os._exit(0)
+open(sys.argv[1], "w").write(str(pid))
+if sys.argv[2] == "hang":
+    time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    """Running or sleeping (a zombie waiting for its reaper counts as gone)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except FileNotFoundError:
+        return False
+    return state != "Z"
+
+
+def _run(tmp_path: Path, mode: str, timeout: float) -> tuple[proc.ProcResult, int]:
+    pidfile = tmp_path / "grandchild.pid"
+    res = proc.run([sys.executable, "-c", SCRIPT, str(pidfile), mode], timeout=timeout,
+                   stdout_path=tmp_path / "out", stderr_path=tmp_path / "err")
+    return res, int(pidfile.read_text())
+
+
+@pytest.fixture(autouse=True)
+def short_grace(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(proc, "GRACE_S", 0.5, raising=False)
+
+
+def test_timeout_kills_a_grandchild_that_ignores_sigterm(tmp_path: Path) -> None:
+    res, grandchild = _run(tmp_path, "hang", timeout=2)
+    assert res.timed_out and res.returncode is None
+    time.sleep(0.2)
+    assert not _alive(grandchild)
+
+
+def test_a_grandchild_left_behind_by_an_exited_child_is_killed(tmp_path: Path) -> None:
+    res, grandchild = _run(tmp_path, "exit", timeout=60)
+    assert res.returncode == 0 and not res.timed_out
+    time.sleep(0.2)
+    assert not _alive(grandchild)
+
+
+@pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0.0, "soon"])
+def test_bad_timeouts_are_refused(tmp_path: Path, bad: object) -> None:
+    with pytest.raises(UsageError, match=r"--timeout .* must be a number of seconds above 0"):
+        proc.run(["true"], timeout=bad, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e")  # type: ignore[arg-type]
+
+
+def test_timed_out_result_raises_timedout(tmp_path: Path) -> None:
+    res = proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=1,
+                   stdout_path=tmp_path / "o", stderr_path=tmp_path / "e")
+    with pytest.raises(TimedOut, match="killed at its --timeout of 1 s") as info:
+        proc.raise_if_timed_out(res, "the capture")
+    assert info.value.exit_code == 8
+    proc.raise_if_timed_out(proc.run(["true"], timeout=5, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e"), "x")
+
+
+@pytest.mark.parametrize("argv", [["trace", "run", "--timeout", "nan", "--", "python", "x.py"],
+                                  ["trace", "run", "--timeout", "-5", "--", "python", "x.py"],
+                                  ["sanitize", "--timeout", "0", "--", "python", "x.py"],
+                                  ["sanitize", "--timeout", "inf", "--", "python", "x.py"]])
+def test_cli_timeouts_are_one_line_usage_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                monkeypatch: pytest.MonkeyPatch, argv: list[str]) -> None:
+    from tracer.cli import main
+
+    monkeypatch.chdir(tmp_path)
+    assert main(argv + ["-o", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert "--timeout" in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not any(tmp_path.iterdir())  # nothing staged, nothing left
+
+
+def test_trace_run_timeout_exits_8_and_keeps_the_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """A capture killed at its timeout: exit 8, one line, the staged run kept as *.failed."""
+    from tracer.capture import cupti
+    from tracer.cli import main
+
+    def fake_capture(command: list[str], out: Path, logs: Path, timeout: float) -> proc.ProcResult:
+        return proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=timeout,
+                        stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log")
+
+    monkeypatch.setattr(cupti, "capture", fake_capture)
+    code = main(["trace", "run", "--backend", "cupti", "--timeout", "1", "-o", str(tmp_path / "run"), "--",
+                 "python", "x.py"])
+    err = capsys.readouterr().err
+    assert code == 8, err
+    assert "timeout" in err and "Traceback" not in err
+    kept = tmp_path / "run.failed"
+    assert (kept / "logs" / "stderr.log").is_file() and (kept / "command.json").is_file()
+    assert str(kept / "logs") in err and not (tmp_path / "run").exists()
+    assert os.listdir(tmp_path) == ["run.failed"]

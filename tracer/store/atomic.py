@@ -1,0 +1,81 @@
+"""Atomic outputs: every file tracer writes goes to a temporary name beside its final path and is
+renamed into place only when complete; on any failure the temporary file is removed and an OSError
+(disk full, permission, read-only file system...) becomes one OutputError naming the path."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import OutputError
+
+
+def output_error(path: Path, exc: OSError) -> OutputError:
+    reason = exc.strerror or str(exc) or type(exc).__name__
+    return OutputError(f"cannot write {path}: {reason} (nothing half-written was left)")
+
+
+def temp_name(path: Path) -> Path:
+    """Hidden, unique to this process, same suffix (writers that pick a format by suffix still work)."""
+    return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+
+
+@contextmanager
+def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
+    """Yield a temporary path to write; it becomes `path` when the block completes."""
+    tmp = temp_name(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        yield tmp
+        if fsync:
+            _fsync(tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        _remove(tmp)
+        raise output_error(path, exc) from exc
+    except BaseException:
+        _remove(tmp)
+        raise
+
+
+def write_text(path: Path, text: str, fsync: bool = False) -> Path:
+    with atomic_output(path, fsync) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def write_bytes(path: Path, data: bytes, fsync: bool = False) -> Path:
+    with atomic_output(path, fsync) as tmp:
+        tmp.write_bytes(data)
+    return path
+
+
+def write_json(path: Path, data: Any, indent: int | None = 1) -> Path:
+    return write_text(path, json.dumps(data, indent=indent, default=str) + "\n")
+
+
+def copy_file(src: Path, dst: Path) -> Path:
+    with atomic_output(dst) as tmp:
+        shutil.copyfile(src, tmp)
+    return dst
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        pass  # a temp file that cannot be removed either: nothing more to do

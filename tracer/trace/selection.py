@@ -1,0 +1,94 @@
+"""What a user selects in a trace must select something, or it is an error naming the closest NVTX
+range names present: pair globs (a glob matching no range holding a kernel, or a glob pair forming
+no pair, would let --fail-on-unordered pass having checked nothing), --range and --window (an
+empty picture otherwise). Also the validated parsers of --range and --window."""
+from __future__ import annotations
+
+import difflib
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+
+from tracer.errors import UsageError
+from tracer.trace.attribution import Attribution
+from tracer.trace.model import Trace
+
+MAX_SUGGESTIONS = 3
+
+
+def range_names(trace: Trace, attr: Attribution) -> list[str]:
+    """Names of the NVTX ranges kernels are attributed to, in first-seen order."""
+    ids = dict.fromkeys(int(trace.ranges.text[r]) for r in attr.range_of_kernel if r >= 0)
+    return list(dict.fromkeys(trace.strings[i] for i in ids))
+
+
+def closest(glob: str, names: Sequence[str]) -> str:
+    near = difflib.get_close_matches(glob, names, n=MAX_SUGGESTIONS, cutoff=0.0)
+    return ", ".join(repr(n) for n in near) if near else "none: no kernel is inside an NVTX range"
+
+
+def require_matches(trace: Trace, attr: Attribution, globs: Iterable[tuple[str, str]], formed: Sequence[object],
+                    glob_regex: Callable[[str], re.Pattern[str]]) -> None:
+    """Each glob must match a range holding a kernel, and each glob pair must form a pair
+    (`formed`: the PairVerdicts found, with .producer and .consumer range names)."""
+    names = range_names(trace, attr)
+    for producer, consumer in globs:
+        p_rx, c_rx = glob_regex(producer), glob_regex(consumer)
+        for glob, rx in ((producer, p_rx), (consumer, c_rx)):
+            if not any(rx.match(n) for n in names):
+                raise UsageError(f"pair glob {glob!r} matches no NVTX range holding a kernel "
+                                 f"({len(names)} such names; closest: {closest(glob, names)})")
+        if not any(p_rx.match(p.producer) and c_rx.match(p.consumer) for p in formed):  # type: ignore[attr-defined]
+            raise UsageError(f"pairs {producer}:{consumer} formed no pair: no {consumer!r} range follows a "
+                             f"{producer!r} range with the same '*' parts, so nothing would be checked")
+
+
+def parse_range(text: str | None, flag: str = "--range") -> str | None:
+    """A regular expression over NVTX range names (None: no filter)."""
+    if text is None:
+        return None
+    try:
+        re.compile(text)
+    except re.error as exc:
+        raise UsageError(f"{flag} {text!r} is not a regular expression ({exc.msg} at position {exc.pos})") from None
+    return text
+
+
+def parse_window(text: str | None) -> tuple[float, float] | None:
+    """START:END in microseconds from the first kernel; either side may be empty (0, the end),
+    both finite numbers, START below END."""
+    if text is None:
+        return None
+    parts = text.split(":")
+    if len(parts) != 2:
+        raise UsageError(f"--window {text!r} is not START:END in microseconds, e.g. 1000:5000")
+    start, end = (_micros(text, p, default) for p, default in zip(parts, (0.0, math.inf)))
+    if not start < end:
+        raise UsageError(f"--window {text!r}: START must be below END")
+    return start, end
+
+
+def _micros(text: str, part: str, default: float) -> float:
+    if not part.strip():
+        return default
+    try:
+        value = float(part)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value):
+        raise UsageError(f"--window {text!r}: {part!r} is not a finite number of microseconds")
+    return value
+
+
+def require_shown(trace: Trace, attr: Attribution, kernels_shown: int, range_regex: str | None,
+                  window: tuple[float, float] | None) -> None:
+    """A picture with no kernel is an error that says which selection emptied it."""
+    if kernels_shown:
+        return
+    if range_regex is not None:
+        names = range_names(trace, attr)
+        raise UsageError(f"--range {range_regex!r} matches no NVTX range holding a kernel"
+                         + (" in --window" if window else "") + f" (closest: {closest(range_regex, names)})")
+    if window is not None:
+        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first kernel)")
+    raise UsageError("the trace holds no kernel to draw")
