@@ -191,7 +191,7 @@ def test_new_verdicts_draw_and_report(tmp_path: Path, capsys: pytest.CaptureFixt
     alone = _pair(tmp_path, UNF / "synccheck-clean", log_suffix=None)
     runs = [import_outputs(cut, None, rules), import_outputs(alone, None, rules)]
     assert [r.verdict.value for r in runs] == ["incomplete", "no-errors-recorded"]
-    draw_verdicts([r.to_json() for r in runs])
+    draw_verdicts(runs)
     suite = ET.fromstring(to_junit(runs))
     assert suite.get("errors") == "2" and suite.get("failures") == "0"
 

@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--shape", help="shape override of a built-in workload")
     r.add_argument("--variant", action="append", default=[], help="kernel variant of a built-in workload (repeatable)")
     i = ss.add_parser("import", help="verdicts from compute-sanitizer output made elsewhere")
-    i.add_argument("file", type=Path, help="FILE.xml (FILE.log or FILE.txt beside it is read too) or a text log")
+    i.add_argument("file", type=Path, help="FILE.xml (FILE.log beside it, or FILE.txt, is read too) or a text log")
     i.add_argument("--log", type=Path, help="the text output of FILE.xml (default FILE.log or FILE.txt beside it)")
     s = ss.add_parser("selftest", help="every planted workload and the clean one under every tool")
     s.add_argument("--filter", choices=("on", "off"), default="off", help="with the profiles' kernel filters, or not (default)")
