@@ -9,10 +9,11 @@ from typing import Any
 
 import yaml
 
+from tracer import resources
 from tracer.errors import ProfileError
 
 SCHEMA_VERSION = 1
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+PROFILE_DIR = resources.PROFILE_DIR
 
 
 @dataclass(frozen=True)

@@ -6,9 +6,10 @@ import json
 import sys
 from pathlib import Path
 
+from tracer import resources
 from tracer.errors import UsageError
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_DIR = resources.DEMO_DIR
 DEMO_PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
 
 

@@ -6,6 +6,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from tracer import resources
 from tracer.errors import ChecksFailed, ToolMissingError, UsageError, unknown
 from tracer.sanitize.argv import SanitizeOptions, Tool, parse_tools
 from tracer.sanitize.model import SanVerdict, ToolRun
@@ -15,7 +16,7 @@ from tracer.sanitize.suppress import DEFAULT_FILE, Rule, load_rules
 from tracer.store.rundir import default_run_dir, staged, write_json
 
 FILTER_MODES = ("on", "off", "both")
-ROOT = Path(__file__).resolve().parent.parent.parent
+ROOT = resources.KERNEL_DIR.parent  # SARIF names kernels/<file> relative to this
 PLANTED = {"planted_race": Tool.RACECHECK, "planted_oob": Tool.MEMCHECK,
            "planted_uninit": Tool.INITCHECK, "planted_barrier": Tool.SYNCCHECK}
 SELFTEST_SHAPE = "256x256x256"
