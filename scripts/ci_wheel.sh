@@ -15,8 +15,7 @@ python3 -m venv "$work/venv"
 py=$work/venv/bin/python
 wheel=$("$py" scripts/build_wheel.py --isolated "$work/dist")
 step "installing torch==2.13.0 (CPU wheel) and $(basename "$wheel")"
-"$py" -m pip install -q --disable-pip-version-check torch==2.13.0
-"$py" -m pip install -q --disable-pip-version-check "$wheel"
+"$py" -m pip install -q --disable-pip-version-check torch==2.13.0 "$wheel"
 tracer=$work/venv/bin/tracer
 mkdir "$work/elsewhere"
 cd "$work/elsewhere"

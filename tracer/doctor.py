@@ -171,7 +171,7 @@ def check_tools() -> list[Check]:
         _probe("nvdisasm", "kernels sass/diff", True, lambda: tool_version(find_tool("nvdisasm"))),
         _probe("cuobjdump", "kernels sass/diff", True, lambda: tool_version(find_tool("cuobjdump"))),
         _probe("compute-sanitizer", "sanitize run", False, lambda: tool_version(find_sanitizer())),
-        _probe("ncu", "Nsight Compute kernel profiles", False,
+        _probe("ncu", "profile (Nsight Compute)", False,
                lambda: found(shutil.which("ncu"), "ncu not found: install Nsight Compute")),
         _probe("nsys", "trace run --backend nsys", False,
                lambda: found(find_nsys(), "nsys not found: install Nsight Systems, or set TRACER_NSYS")),
