@@ -347,6 +347,10 @@ def run_case(case: Case, folder: Path) -> Outcome:
 def _child(argv: list[str], env: dict[str, str], folder: Path, full_disk: bool, fd: int) -> None:
     try:
         os.environ.update(env)
+        if "FAKE_SANITIZER" in env:  # the fake tools stand for a machine with a GPU
+            from tracer import gpu
+
+            gpu.probe = fake_tools.fake_probe
         os.chdir(folder)
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
         if full_disk:

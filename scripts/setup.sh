@@ -10,5 +10,10 @@ python -m pip install -q --upgrade pip
 python -c "import torch" 2>/dev/null || python -m pip install -q torch==2.13.0
 extras="test"
 if command -v nvidia-smi >/dev/null 2>&1; then extras="test,cupti"; fi
+# The distribution was called `tracer` before it became tracer-nsight (`tracer` on the package index
+# is another project): drop an old editable install of this checkout under the old name.
+if python -m pip show tracer 2>/dev/null | grep -qx "Editable project location: $(pwd)"; then
+  python -m pip uninstall -q -y tracer
+fi
 python -m pip install -q -e ".[$extras]"
 echo "tracer installed in $(pwd)/.venv ($(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")'))"

@@ -27,6 +27,13 @@ EMPTY_XML = '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput/>\n
 CLEAN_TEXT = "hello from the target\n========= ERROR SUMMARY: 0 errors\n"
 
 
+def fake_probe():  # type: ignore[no-untyped-def]
+    """tracer.gpu.probe on a machine the fake tools stand in for: one GPU (captures check for one first)."""
+    from tracer.gpu import GpuProbe
+
+    return GpuProbe(1, "a fake GPU (tests/fake_tools.py)")
+
+
 def install(folder: Path) -> tuple[Path, Path]:
     """(bin folder to put first on PATH, config file to name in $FAKE_SANITIZER)."""
     bin_dir = folder / "bin"

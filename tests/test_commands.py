@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests import fake_tools
 from tests.conftest import DATA
+from tracer import gpu
 from tracer.cli import build_parser, main, with_default_action
 from tracer.proc import ProcResult
 
@@ -32,6 +34,7 @@ def _fake_capture(monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
         return ProcResult(("fake",), exit_code, False, 0.1, logs / "stdout.log", logs / "stderr.log")
 
     monkeypatch.setattr(record, "_capture", capture)
+    monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
     monkeypatch.setattr(record, "choose_backend", lambda name: "cupti")
 
 

@@ -155,3 +155,22 @@ def test_blocks_per_sm_matches_the_widest_preferred_patch(dtype: InDtype) -> Non
     key = KernelKey(Variant.NONE, cfg, dtype, OutFormat.E4M3, "sm_90")
     regs = disasm.summarize(disasm.sass(key), disasm.resource_usage(key)).registers
     assert 65536 // (-(-regs // 8) * 8 * THREADS) == BLOCKS_PER_SM, (cfg, regs)
+
+
+def test_sass_instruction_count_leaves_out_nop_padding() -> None:
+    """Real SASS from nvdisasm: the assembler pads with NOPs, and a variant that adds four fence
+    instructions must count more instructions than `none`, not the same padded total."""
+    from tracer.kernel import disasm
+
+    keys = [KernelKey(v, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+            for v in (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC)]
+    texts = [disasm.sass(k) for k in keys]
+    lines = [[line for line in t.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", line)] for t in texts]
+    nops = [sum(1 for line in ls if re.search(r"\*/\s+NOP\s*;", line)) for ls in lines]
+    assert all(n > 0 for n in nops), "the SASS is expected to end in NOP padding"
+    base, fenced = (disasm.summarize(t, "") for t in texts)
+    assert base.instructions == len(lines[0]) - nops[0]
+    assert fenced.instructions == len(lines[1]) - nops[1]
+    assert len(fenced.fences) == 4 and not base.fences
+    assert fenced.instructions - base.instructions == len(fenced.fences)
+    assert "NOP" not in disasm.opcode_diff(texts[0], texts[1], "none", "device_before_atomic")

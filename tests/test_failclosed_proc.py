@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracer import proc
+from tests import fake_tools
+from tracer import gpu, proc
 from tracer.errors import TimedOut, UsageError
 
 # The direct child starts a grandchild that ignores SIGTERM and sleeps, writes its pid, then either
@@ -104,6 +105,7 @@ def test_trace_run_timeout_exits_8_and_keeps_the_logs(tmp_path: Path, capsys: py
                         stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log")
 
     monkeypatch.setattr(cupti, "capture", fake_capture)
+    monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
     code = main(["trace", "run", "--backend", "cupti", "--timeout", "1", "-o", str(tmp_path / "run"), "--",
                  "python", "x.py"])
     err = capsys.readouterr().err

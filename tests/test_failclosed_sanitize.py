@@ -125,7 +125,10 @@ def test_unprinted_racecheck_hazards_are_counted() -> None:
 
 @pytest.fixture
 def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    from tracer import gpu
+
     bin_dir, cfg = fake_tools.install(tmp_path)
+    monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
     for key, value in fake_tools.environ(bin_dir, cfg).items():
         monkeypatch.setenv(key, value)
     return lambda **kw: fake_tools.configure(cfg, **kw)

@@ -11,10 +11,11 @@ from typing import Any
 
 import yaml
 
+from tracer import resources
 from tracer.errors import ProfileError, UsageError
 
 SCHEMA_VERSION = 1
-PROFILE_DIR = Path(__file__).resolve().parent.parent / "profiles"
+PROFILE_DIR = resources.PROFILE_DIR
 _REPR = reprlib.Repr()
 _REPR.maxlevel, _REPR.maxlist, _REPR.maxdict, _REPR.maxstring, _REPR.maxother, _REPR.maxlong = 2, 4, 4, 40, 40, 24
 

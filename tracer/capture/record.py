@@ -70,7 +70,10 @@ def _capture(req: CaptureRequest, out: Path, logs: Path):  # type: ignore[no-unt
 
 def record(req: CaptureRequest, pairs: PairSpec) -> Recorded:
     """Capture, then analyse even when the target failed (its exit code is kept for the caller)."""
+    from tracer.gpu import require_gpu_for_capture
     from tracer.trace.load import load_trace
+
+    require_gpu_for_capture()  # "no GPU" before anything the capture tools would say
 
     with staged(req.output) as tmp:
         logs = tmp / "logs"

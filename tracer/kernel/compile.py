@@ -1,7 +1,8 @@
 """NVRTC compilation of the kernel family: PTX and cubin, cached per KernelKey.
 
 Works without a GPU or driver: cubin through cuda.core's Program, PTX through the nvrtc
-bindings (cuda.core asks the driver before it emits PTX).
+bindings (cuda.core asks the driver before it emits PTX). cuda.core is imported only when a
+cubin is compiled: every CLI command imports this module, and cuda.core is slow to import.
 """
 from __future__ import annotations
 
@@ -10,12 +11,10 @@ import os
 from functools import lru_cache
 from pathlib import Path
 
-from cuda.core import Program, ProgramOptions
-
 from tracer.errors import CompileError, ToolMissingError, UsageError
 from tracer.kernel.spec import KernelKey
+from tracer.resources import KERNEL_DIR
 
-KERNEL_DIR = Path(__file__).resolve().parent.parent.parent / "kernels"
 KERNEL_FILE = "cast_transpose.cu"
 KERNEL_NAME = "cast_transpose"
 
@@ -23,7 +22,7 @@ KERNEL_NAME = "cast_transpose"
 def kernel_source() -> str:
     path = KERNEL_DIR / KERNEL_FILE
     if not path.is_file():
-        raise ToolMissingError(f"kernel source {path} not found: install tracer from a checkout (pip install -e .)")
+        raise ToolMissingError(f"kernel source {path} not found: reinstall tracer (its wheel ships the kernel sources)")
     return path.read_text()
 
 
@@ -110,6 +109,8 @@ def apply_edits(source: str, edits: list[dict[str, str]], what: str) -> str:
 
 def source_cubin(source: str, key: KernelKey, filename: str) -> bytes:
     """Cubin of any kernel source with key's macros (uncached: for A/B comparisons of edits)."""
+    from cuda.core import Program, ProgramOptions
+
     opts = ProgramOptions(name=filename, arch=key.arch, std="c++17", lineinfo=True, define_macro=list(key.macros()))
     try:
         return bytes(Program(source, "c++", options=opts).compile("cubin").code)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracer.kernel import compile as nvrtc_compile
 from tracer.errors import NoGpuError, UsageError
+from tracer.gpu import NO_GPU_ADVICE
 from tracer.kernel.spec import THREADS, Config, InDtype, KernelKey, OutFormat, Variant, pick_config
 
 if TYPE_CHECKING:
@@ -23,7 +24,7 @@ def require_gpu() -> None:
     import torch
 
     if not torch.cuda.is_available():
-        raise NoGpuError("no CUDA GPU is visible (torch.cuda.is_available() is False); this command needs one")
+        raise NoGpuError(f"no CUDA GPU is visible (torch.cuda.is_available() is False); {NO_GPU_ADVICE}")
 
 
 def torch_in_dtype(t: torch.Tensor) -> InDtype:

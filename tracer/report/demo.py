@@ -8,12 +8,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tracer import resources
 from tracer.artifact import PairSpec, TraceRun, open_campaign, open_sanitize
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
 
-DEMO_DIR = Path(__file__).resolve().parent.parent / "data" / "demo"
+DEMO_DIR = resources.DEMO_DIR
 DEMO_PAIRS = PairSpec("globs", (("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")))
 FILES = ("timeline.png", "verdicts.png", "ablation.png", "report.html", "trace.perfetto.json")
 

@@ -170,6 +170,9 @@ def verify_filters(target: Target, timeout: float) -> None:
     filters = sorted({f for run in target.filters for f in run.include + run.exclude})
     if not filters:
         return
+    from tracer.gpu import require_gpu_for_capture
+
+    require_gpu_for_capture()
     try:
         names = launched_kernels(target.argv, timeout)
     except ToolMissingError as exc:
@@ -186,10 +189,12 @@ def run_into(output: Path | None, name: str, jobs: Sequence[Job], rules: tuple[R
              ) -> tuple[list[ToolRun], Path]:
     """(runs, run directory): the jobs' outputs, command.json and report.json in output (default
     runs/sanitize-NAME-TIMESTAMP), written under a temporary name and renamed when complete."""
+    from tracer.gpu import require_gpu_for_capture
     from tracer.sanitize.report import to_json
     from tracer.store.atomic import write_text
     from tracer.store.rundir import default_run_dir, staged, write_json
 
+    require_gpu_for_capture()  # "no GPU" before anything about compute-sanitizer
     final = output or default_run_dir(f"sanitize-{name}")
     with staged(final) as tmp:
         runs = execute(jobs, tmp, rules, settings, on_done)

@@ -6,11 +6,11 @@ import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from pathlib import Path
 
-from tracer import __version__
+from tracer import __version__, resources
 from tracer.sanitize.model import SanVerdict, ToolRun
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
-SOURCE_ROOT = Path(__file__).resolve().parent.parent.parent  # SARIF locations are relative to it (kernels/...)
+SOURCE_ROOT = resources.KERNEL_DIR.parent  # SARIF locations are relative to it (kernels/...)
 
 
 def format_text(runs: Sequence[ToolRun]) -> str:

@@ -6,12 +6,13 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
+from tracer import resources
 from tracer.errors import ProfileError
 from tracer.profiles import Field, check_schema_version, load_yaml, validate
 from tracer.sanitize.argv import Tool
 from tracer.sanitize.model import Finding
 
-DEFAULT_FILE = Path(__file__).resolve().parent.parent.parent / "profiles" / "suppressions" / "default.yaml"
+DEFAULT_FILE = resources.SUPPRESSIONS_FILE
 RULE_SCHEMA = {
     "id": Field(str, required=True),
     "tool": Field(str, required=True, choices=tuple(t.value for t in Tool) + ("any",)),

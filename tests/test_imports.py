@@ -1,0 +1,57 @@
+"""Start-up: `tracer --help` and the commands that read captures (trace analyze, sanitize import,
+plot) import none of torch, cuda.core, scipy, rich, nor matplotlib outside plots: each costs
+start-up time on every call, and everything after capture must run without GPU libraries.
+Each case runs in a fresh interpreter, where sys.modules shows what the command pulled in.
+(How long start-up takes is measured by scripts/bench_startup.py, not here.)"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TRACE = ROOT / "tests" / "data" / "traces" / "cast_transpose_dgrad.sqlite"
+SANITIZER_XML = ROOT / "tests" / "data" / "sanitizer" / "unfiltered-1024" / "memcheck-clean.xml"
+HEAVY = ("torch", "cuda.core", "scipy", "matplotlib", "rich")
+PROBE = """
+import json, sys
+from tracer.cli import main
+try:
+    rc = main(json.loads(sys.argv[1]))
+except SystemExit as exc:  # --help
+    rc = exc.code
+with open(sys.argv[2], "w") as f:
+    json.dump({"rc": rc, "modules": sorted(sys.modules)}, f)
+"""
+
+
+def _imported(argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
+    out = tmp_path / "probe.json"
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
+    res = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), str(out)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.is_file(), res.stderr[-2000:]
+    got = json.loads(out.read_text())
+    return got["rc"], set(HEAVY) & set(got["modules"])
+
+
+@pytest.mark.parametrize("argv", [
+    ["--help"],
+    ["trace", "--help"],
+    ["trace", "analyze", str(TRACE)],
+    ["sanitize", "import", str(SANITIZER_XML)],
+], ids=["help", "trace-help", "trace-analyze", "sanitize-import"])
+def test_reading_commands_import_no_heavy_module(argv: list[str], tmp_path: Path) -> None:
+    rc, heavy = _imported(argv, tmp_path)
+    assert rc == 0
+    assert heavy == set(), f"tracer {' '.join(argv[:2])} imported {sorted(heavy)}"
+
+
+def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
+    rc, heavy = _imported(["plot", "stream-timeline", str(TRACE), "-o", str(tmp_path / "t.png")], tmp_path)
+    assert rc == 0 and (tmp_path / "t.png").stat().st_size > 0
+    assert heavy == {"matplotlib"}
