@@ -206,3 +206,18 @@ def test_demo_writes_outside_the_source_tree_by_default(capsys: pytest.CaptureFi
         assert ROOT not in out.parents
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+@pytest.mark.parametrize("argv", [["trace", "run", "--backend", "nsys", "--", "python", "t.py"],
+                                  ["sanitize", "--tool", "memcheck", "--", "python", "t.py"]])
+def test_captures_say_no_gpu_before_anything_about_their_tools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """Where the driver sees no GPU, trace run and sanitize exit 4 in one line (nothing about nsys or
+    compute-sanitizer, which PATH here does not hold), and leave no run directory."""
+    monkeypatch.setattr(gpu, "probe", lambda: gpu.GpuProbe(0, "the NVIDIA driver sees no device"))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 4
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no CUDA GPU is visible" in err and "nsys" not in err and "sanitizer" not in err
+    assert not (tmp_path / "runs").exists()

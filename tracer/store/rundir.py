@@ -88,10 +88,13 @@ def write_json(path: Path, data: Any) -> None:
 
 def environment() -> dict[str, Any]:
     """Versions and the GPU, as far as they can be read without failing."""
-    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node()}
     from importlib.metadata import PackageNotFoundError, version
 
-    for pkg in ("tracer", "torch", "cuda-python", "cuda-core", "cupti-python", "nvtx"):
+    from tracer import __version__
+
+    info: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(), "host": platform.node(),
+                            "tracer": __version__}  # the distribution is tracer-nsight; a checkout may not be installed
+    for pkg in ("torch", "cuda-python", "cuda-core", "cupti-python", "nvtx"):
         try:
             info[pkg] = version(pkg)
         except PackageNotFoundError:
