@@ -48,6 +48,10 @@ class _Lines:
         while self.ahead or self._fill(1):
             yield self.ahead.popleft()
 
+    def next_text(self) -> str:
+        """The next line, stripped ("" at the end), left in place."""
+        return self.ahead[0].strip() if self._fill(1) else ""
+
     def peek(self, n: int) -> list[str]:
         self._fill(n)
         return list(islice(self.ahead, n))
@@ -78,15 +82,16 @@ class _Log:
         self.seen_tool = False  # a banner, summary or record: this is compute-sanitizer's output
         self.unparsed = 0
 
-    def line(self, raw: str, lines: _Lines) -> None:
+    def header(self, raw: str, lines: _Lines) -> None:
+        """A line of the tool's without indent: a record (its details follow, indented), a summary,
+        the banner, a failure, or something no pattern reads."""
         ln = raw.strip()
-        nxt = (lines.peek(1) or [""])[0].strip()
-        if self._record(ln, nxt, lines):
+        if self._record(ln, lines):
             self.seen_tool = True
-        elif not self._status(ln) and raw[:1] not in ("", " ", "\t"):
-            self.unparsed += 1  # a header line no pattern reads: a record tracer cannot see into
+        elif not self._status(ln):
+            self.unparsed += 1
 
-    def _record(self, ln: str, nxt: str, lines: _Lines) -> bool:
+    def _record(self, ln: str, lines: _Lines) -> bool:
         g = self.g
         if m := API.search(ln):
             g.add("api error", m.group("api"), m.group("err"), "error", ln)
@@ -97,16 +102,16 @@ class _Log:
                       int(a.group("n") or 1))
                 lines.ahead.popleft()
         elif m := HAZARD.search(ln):
-            g.add(f"{m.group('type')} hazard", *_source(nxt), m.group("level").lower(), ln)
+            g.add(f"{m.group('type')} hazard", *_source(lines.next_text()), m.group("level").lower(), ln)
         elif m := MEMERR.search(ln):
             detail = " ".join([ln, *lines.peek(LOOKAHEAD)])
             err = "out of bounds" if "out of bounds" in detail else "misaligned" if "misaligned" in detail else "invalid access"
-            g.add(f"{err} {m.group('dir')}", *_source(nxt), "error", ln)
+            g.add(f"{err} {m.group('dir')}", *_source(lines.next_text()), "error", ln)
         elif ln.startswith("Uninitialized"):
-            g.add("uninitialized read" if "read" in ln else "uninitialized access", *_source(nxt), "error", ln)
+            g.add("uninitialized read" if "read" in ln else "uninitialized access", *_source(lines.next_text()), "error", ln)
         elif ln.startswith("Barrier error"):
             detail = ln.split("detected.")[-1].strip(" .").lower()
-            g.add(f"barrier error ({detail})" if detail else "barrier error", *_source(nxt), "error", ln)
+            g.add(f"barrier error ({detail})" if detail else "barrier error", *_source(lines.next_text()), "error", ln)
         elif LEAK.search(ln):
             g.add("leak", "", "", "error", ln)
         else:
@@ -139,7 +144,8 @@ class _Log:
 def parse_lines(lines: Iterable[str], tool: str) -> Parsed:
     log, body = _Log(tool), _Lines(lines)
     for raw in body:
-        log.line(raw, body)
+        if raw[:1] not in ("", " ", "\t"):  # indented lines are a record's details, read with its header
+            log.header(raw, body)
     return log.parsed()
 
 
