@@ -286,8 +286,8 @@ def _fast_records(path: Path, host_stacks: bool, progress: _Progress) -> Iterato
                     yield from _take(root[0], keep_last=True)
             p.Parse(b"", True)
         except pyexpat.ExpatError:
-            if root and not _last_open(builder, root[0]):
-                yield from _take(root[0], keep_last=False)
+            if root:  # the records finished before the error, as the reference yields them
+                yield from _take(root[0], keep_last=_last_open(builder, root[0]))
             raise
     if root:
         yield from _take(root[0], keep_last=False)
