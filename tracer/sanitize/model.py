@@ -57,6 +57,8 @@ class Parsed:
     not_printed: int = 0  # records the tool counted but did not print (--print-limit)
     target_error: bool = False  # "Target application returned an error" / "process didn't terminate"
     tool_errors: tuple[str, ...] = ()  # the sanitizer's own failures ("Device not supported", ...)
+    recognised: bool = True  # compute-sanitizer output: the XML's root element, or a text line of the tool's own
+    unparsed: int = 0  # text: records the tool printed that no pattern reads (each one may be an error)
 
 
 @dataclass(frozen=True)

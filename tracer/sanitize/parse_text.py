@@ -3,12 +3,14 @@ and always the parts only the text has (summaries, target failure, the tool's ow
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Iterable, Iterator
+from itertools import islice
 from pathlib import Path
 
 from tracer.errors import TraceFormatError
 from tracer.sanitize.model import Parsed
-from tracer.sanitize.parse_xml import Grouper
+from tracer.sanitize.parse_xml import Grouper, file_name
 
 PREFIX = re.compile(r"^========= ?")
 AT = re.compile(r"at (?P<func>[^\s+]+)\+0x[0-9a-f]+ in (?P<file>\S+):(?P<line>\d+)")
@@ -25,67 +27,134 @@ TOOL_FAIL = ("Device not supported", "Unable to", "unrecognised option", "unreco
              "Internal Sanitizer Error", "unable to initialize", "Failed to")
 
 
-def _body(lines: Iterable[str]) -> list[str]:
-    return [PREFIX.sub("", ln.rstrip("\n")) for ln in lines if ln.startswith("=========")]
+LEAK = re.compile(r"^Leaked (?P<n>\d+) bytes? at 0x[0-9a-fA-F]+")
+KNOWN = ("COMPUTE-SANITIZER", "LEAK SUMMARY:", "ERROR SUMMARY:", "RACECHECK SUMMARY:")
+LOOKAHEAD = 4  # a memory error's detail is in its next four lines
+
+
+def _body(lines: Iterable[str]) -> Iterator[str]:
+    """The tool's own lines, prefix removed (a header has no indent; its details are indented)."""
+    return (PREFIX.sub("", ln.rstrip("\n")) for ln in lines if ln.startswith("========="))
+
+
+class _Lines:
+    """The body lines, one at a time, with the next few in view (bounded memory on any log)."""
+
+    def __init__(self, lines: Iterable[str]) -> None:
+        self.it = _body(lines)
+        self.ahead: deque[str] = deque()
+
+    def __iter__(self) -> Iterator[str]:
+        while self.ahead or self._fill(1):
+            yield self.ahead.popleft()
+
+    def next_text(self) -> str:
+        """The next line, stripped ("" at the end), left in place."""
+        return self.ahead[0].strip() if self._fill(1) else ""
+
+    def peek(self, n: int) -> list[str]:
+        self._fill(n)
+        return list(islice(self.ahead, n))
+
+    def _fill(self, n: int) -> bool:
+        while len(self.ahead) < n:
+            nxt = next(self.it, None)
+            if nxt is None:
+                return False
+            self.ahead.append(nxt)
+        return True
 
 
 def _source(text: str) -> tuple[str, str]:
     m = AT.search(text)
-    return (m.group("func"), f"{Path(m.group('file')).name}:{m.group('line')}") if m else ("", "")
+    return (m.group("func"), f"{file_name(m.group('file'))}:{m.group('line')}") if m else ("", "")
 
 
-def parse_lines(lines: list[str], tool: str) -> Parsed:
-    g = Grouper(tool)
-    body = _body(lines)
-    reported, not_printed, target_error, tool_errors = None, 0, False, []
-    i = 0
-    while i < len(body):
-        ln = body[i].strip()
-        nxt = body[i + 1].strip() if i + 1 < len(body) else ""
+class _Log:
+    """What a text log adds up to, line by line."""
+
+    def __init__(self, tool: str) -> None:
+        self.g = Grouper(tool)
+        self.reported: int | None = None
+        self.not_printed = 0
+        self.target_error = False
+        self.tool_errors: list[str] = []
+        self.seen_tool = False  # a banner, summary or record: this is compute-sanitizer's output
+        self.unparsed = 0
+
+    def header(self, raw: str, lines: _Lines) -> None:
+        """A line of the tool's without indent: a record (its details follow, indented), a summary,
+        the banner, a failure, or something no pattern reads."""
+        ln = raw.strip()
+        if self._record(ln, lines):
+            self.seen_tool = True
+        elif not self._status(ln):
+            self.unparsed += 1
+
+    def _record(self, ln: str, lines: _Lines) -> bool:
+        g = self.g
         if m := API.search(ln):
             g.add("api error", m.group("api"), m.group("err"), "error", ln)
         elif m := RACE.search(ln):
             func, src = _source(ln)
-            j = i + 1
-            while j < len(body) and (a := RACE_AND.search(body[j].strip())):
+            while (following := lines.peek(1)) and (a := RACE_AND.search(following[0].strip())):
                 g.add(f"{m.group('a').upper()}-{a.group('b').upper()} race", func, src, m.group("level").lower(), ln,
                       int(a.group("n") or 1))
-                j += 1
-            i = j - 1
+                lines.ahead.popleft()
         elif m := HAZARD.search(ln):
-            func, src = _source(nxt)
-            g.add(f"{m.group('type')} hazard", func, src, m.group("level").lower(), ln)
+            g.add(f"{m.group('type')} hazard", *_source(lines.next_text()), m.group("level").lower(), ln)
         elif m := MEMERR.search(ln):
-            func, src = _source(nxt)
-            detail = " ".join(body[i:i + 5])
+            detail = " ".join([ln, *lines.peek(LOOKAHEAD)])
             err = "out of bounds" if "out of bounds" in detail else "misaligned" if "misaligned" in detail else "invalid access"
-            g.add(f"{err} {m.group('dir')}", func, src, "error", ln)
-        elif ln.startswith("Uninitialized __global__ memory read") or ln.startswith("Uninitialized"):
-            func, src = _source(nxt)
-            g.add("uninitialized read" if "read" in ln else "uninitialized access", func, src, "error", ln)
+            g.add(f"{err} {m.group('dir')}", *_source(lines.next_text()), "error", ln)
+        elif ln.startswith("Uninitialized"):
+            g.add("uninitialized read" if "read" in ln else "uninitialized access", *_source(lines.next_text()), "error", ln)
         elif ln.startswith("Barrier error"):
-            func, src = _source(nxt)
             detail = ln.split("detected.")[-1].strip(" .").lower()
-            g.add(f"barrier error ({detail})" if detail else "barrier error", func, src, "error", ln)
-        elif m := NOT_PRINTED.search(ln):
-            not_printed = int(m.group("n"))
+            g.add(f"barrier error ({detail})" if detail else "barrier error", *_source(lines.next_text()), "error", ln)
+        elif LEAK.search(ln):
+            g.add("leak", "", "", "error", ln)
+        else:
+            return False
+        return True
+
+    def _status(self, ln: str) -> bool:
+        """Summaries, the banner, the target's and the tool's failures."""
+        if m := NOT_PRINTED.search(ln):
+            self.not_printed = int(m.group("n"))
         elif m := SUMMARY.search(ln):
-            reported = int(m.group("n"))
+            self.reported = int(m.group("n"))
         elif m := RACE_SUMMARY.search(ln):
-            reported = int(m.group("e")) + int(m.group("w"))
+            self.reported = int(m.group("e")) + int(m.group("w"))
         elif any(t in ln for t in TARGET_FAIL):
-            target_error = True
+            self.target_error = True
         elif "Internal Sanitizer Error" in ln or (ln.startswith(("Error:", "ERROR:")) and any(t in ln for t in TOOL_FAIL)):
-            tool_errors.append(ln)
-        i += 1
-    return Parsed(g.findings(), g.records, False, reported, not_printed, target_error, tuple(tool_errors))
+            self.tool_errors.append(ln)
+        elif not ln.startswith(KNOWN):
+            return False
+        self.seen_tool = True
+        return True
+
+    def parsed(self) -> Parsed:
+        g = self.g
+        return Parsed(g.findings(), g.records, False, self.reported, self.not_printed, self.target_error,
+                      tuple(self.tool_errors), recognised=self.seen_tool, unparsed=self.unparsed)
+
+
+def parse_lines(lines: Iterable[str], tool: str) -> Parsed:
+    log, body = _Log(tool), _Lines(lines)
+    for raw in body:
+        if raw[:1] not in ("", " ", "\t"):  # indented lines are a record's details, read with its header
+            log.header(raw, body)
+    return log.parsed()
 
 
 def parse_text(path: Path, tool: str) -> Parsed:
+    """Streamed: one line at a time, a few ahead, whatever the log's size."""
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file")
     with open(path, errors="replace") as fh:
-        return parse_lines(fh.readlines(), tool)
+        return parse_lines(fh, tool)
 
 
 def detect_tool(path: Path) -> str | None:

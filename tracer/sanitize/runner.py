@@ -57,6 +57,8 @@ def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None,
     notes = gaps + _notes(tool, filter_label, kept, tool_errors, target_failed, rc)
     if not has_text:
         notes.append("no text output (FILE.log, FILE.txt or --log): the target's exit and the tool's totals are unknown")
+    if text.unparsed:
+        notes.append(f"{text.unparsed} line(s) of the tool's own that no pattern reads (any may be an error): see the text output")
     order = [(tool_failed, SanVerdict.TOOL_FAILED), (res.timed_out, SanVerdict.TIMEOUT),
              (target_failed, SanVerdict.TARGET_FAILED), (bool(kept), SanVerdict.ERRORS), (bool(gaps), SanVerdict.INCOMPLETE),
              (not has_text, SanVerdict.NO_ERRORS_RECORDED)]
@@ -146,11 +148,12 @@ def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: P
     from tracer.sanitize.parse_text import detect_tool
 
     xml_path, log_path = import_paths(path, log)
-    if log_path is not None:
-        require_sanitizer_text(log_path)
     name = tool or _tool_from_name(path) or (detect_tool(log_path) if log_path is not None else None) or "memcheck"
-    xml = parse_xml(xml_path, name) if xml_path is not None else None
     text = parse_text(log_path, name) if log_path is not None else Parsed((), 0, False)
+    if log_path is not None and not text.recognised:
+        raise TraceFormatError(f"{log_path}: not compute-sanitizer output (no line of the tool's own; "
+                               "give the tool's XML (--xml --save) or its text output)")
+    xml = parse_xml(xml_path, name) if xml_path is not None else None
     res = proc.ProcResult((), None, False, 0.0, path, path)  # the exit code is not known for imported output
     files = {k: str(p) for k, p in (("xml", xml_path), ("log", log_path)) if p is not None}
     return verdict(Tool(name), path.stem, res, xml, text, rules, "unknown", files, has_text=log_path is not None)
@@ -172,14 +175,6 @@ def import_paths(path: Path, log: Path | None) -> tuple[Path | None, Path | None
     if not path.is_file():
         raise UsageError(f"{path}: neither {path.name} nor {beside[0].name} exists")
     return path, text
-
-
-def require_sanitizer_text(path: Path) -> None:
-    """compute-sanitizer prefixes every line of its own with '========='; a file without one is not its output."""
-    with open(path, "rb") as fh:
-        if not any(line.startswith(b"=========") for line in fh):
-            raise TraceFormatError(f"{path}: not compute-sanitizer output (no '=========' line; "
-                                   "give the tool's XML (--xml --save) or its text output)")
 
 
 def _tool_from_name(path: Path) -> str | None:
