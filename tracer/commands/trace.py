@@ -10,7 +10,8 @@ from pathlib import Path
 from tracer.commands.run import add_workload_options
 from tracer.errors import ChecksFailed, UsageError, unknown
 from tracer.store.rundir import default_run_dir, environment, staged, write_json
-from tracer.trace.analyze import Analysis, analyze, parse_pair_spec
+from tracer.trace.analyze import Analysis, analyze
+from tracer.trace.pairs import PairSpec
 
 BACKENDS = ("auto", "nsys", "cupti")
 
@@ -51,16 +52,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pairs", action="append", help="'all' or PRODUCER_GLOB:CONSUMER_GLOB (repeatable); "
                    "default: the profile's pairs, else all")
+    p.add_argument("--producer", action="append", help="producer glob, with --consumer (for names with '::'; repeatable)")
+    p.add_argument("--consumer", action="append", help="consumer glob of the --producer given at the same position")
     p.add_argument("--json", action="store_true", help="print the verdict JSON")
     p.add_argument("--fail-on-unordered", action="store_true", help="exit 1 when any pair is UNORDERED")
 
 
-def pair_args(given: list[str] | None, default: list[tuple[str, str]]) -> tuple[list[tuple[str, str]], bool]:
-    if not given:
-        return default, not default
-    if "all" in given:
-        return [], True
-    return [parse_pair_spec(g) for g in given], False
+def pair_args(args: argparse.Namespace, default: PairSpec | None) -> PairSpec:
+    return PairSpec.from_args(args.pairs, args.producer, args.consumer, default)
 
 
 def report(analysis: Analysis, as_json: bool, fail_on_unordered: bool) -> int:
@@ -124,7 +123,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     extra = list(getattr(args, "command_after_dashdash", []) or [])
     backend = choose_backend(args.backend)
     name, command, default_pairs = _target(args, extra)
-    pairs, all_pairs = pair_args(args.pairs, default_pairs)
+    pairs = pair_args(args, PairSpec.of(default_pairs))
     final = args.output or default_run_dir(name)
     with staged(final) as tmp:
         logs = tmp / "logs"
@@ -148,7 +147,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                              f"stderr ends: {tail or '(empty)'}")
         from tracer.trace.load import load_trace
 
-        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
+        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs)
         write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
     print(f"run directory: {final} (backend {backend}, target exit {res.returncode})", file=sys.stderr)
     if res.returncode not in (0, None):
@@ -156,28 +155,26 @@ def cmd_run(args: argparse.Namespace) -> int:
     return report(analysis, args.json, args.fail_on_unordered)
 
 
-def _pairs_for_source(source: Path) -> list[tuple[str, str]]:
+def _pairs_for_source(source: Path) -> PairSpec:
+    """The glob pairs a run directory's verdict was made with (none for 'all' or 'none')."""
     verdict = source / "verdict.json" if source.is_dir() else None
     if verdict and verdict.is_file():
-        spec = json.loads(verdict.read_text()).get("pair_spec", "none")
-        if spec not in ("none", "all"):
-            return [parse_pair_spec(s.strip()) for s in spec.split(", ")]
-    return []
+        return PairSpec.of(PairSpec.from_json(json.loads(verdict.read_text()).get("pair_spec", "none")).globs)
+    return PairSpec.of(())
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     from tracer.trace.load import load_trace
 
-    pairs, all_pairs = pair_args(args.pairs, _pairs_for_source(args.source))
-    return report(analyze(load_trace(args.source), pairs, all_pairs), args.json, args.fail_on_unordered)
+    pairs = pair_args(args, _pairs_for_source(args.source))
+    return report(analyze(load_trace(args.source), pairs), args.json, args.fail_on_unordered)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from tracer.trace.load import load_trace
 
     trace = load_trace(args.source)
-    pairs, all_pairs = pair_args(args.pairs, [])
-    analysis = analyze(trace, pairs, all_pairs)
+    analysis = analyze(trace, pair_args(args, None))
     final = args.output or default_run_dir(args.source.name.split(".")[0])
     with staged(final) as tmp:
         src = Path(trace.source)

@@ -4,14 +4,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
-from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.model import Kernels, Trace
 from tracer.trace.ordering import Edge, Ordered, OrderingIndex, Verdict
+from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 
 MAX_LISTED_PAIRS = 200
 
@@ -58,7 +59,7 @@ class Analysis:
     pair_counts: dict[str, int]
     event_edges: int
     unmatched_waits: int
-    pair_spec: str
+    pair_spec: PairSpec
 
     def to_json(self) -> dict[str, object]:
         t = self.trace
@@ -71,7 +72,7 @@ class Analysis:
             "nvtx_ranges": int(len(t.ranges.start)), "memcpy": t.memcpy_count, "memset": t.memset_count,
             "syncs": dict(Counter(y.kind.value for y in t.syncs)), "event_records": len(t.records),
             "event_edges": self.event_edges, "unmatched_waits": self.unmatched_waits,
-            "pair_spec": self.pair_spec, "pair_counts": self.pair_counts,
+            "pair_spec": self.pair_spec.to_json(), "pair_counts": self.pair_counts,
             "pairs_listed": len(listed), "pairs": [p.to_json() for p in listed],
         }
 
@@ -101,11 +102,7 @@ def glob_regex(glob: str) -> re.Pattern[str]:
     return re.compile("^" + "".join(parts) + "$")
 
 
-def parse_pair_spec(spec: str) -> tuple[str, str]:
-    if spec.count(":") != 1 or not all(spec.split(":")):
-        raise UsageError(f"--pairs {spec!r} is not 'all' or PRODUCER_GLOB:CONSUMER_GLOB, e.g. '*/cast_transpose:*/dgrad'")
-    a, b = spec.split(":")
-    return a, b
+parse_pair_spec = parse_pair  # the name commands import
 
 
 def _instances(trace: Trace, attr: Attribution, glob: str) -> dict[tuple[str, ...], list[tuple[int, int, list[int]]]]:
@@ -198,17 +195,16 @@ def _range_name(trace: Trace, attr: Attribution, kernel: int) -> str:
     return trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>"
 
 
-def analyze(trace: Trace, pairs: list[tuple[str, str]] | None = None, all_kernel_pairs: bool = False) -> Analysis:
+def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, all_kernel_pairs: bool = False) -> Analysis:
+    """`pairs`: a PairSpec, or glob pairs (with `all_kernel_pairs` for mode all)."""
+    spec = PairSpec.coerce(pairs, all_kernel_pairs)
     attr = attribute(trace)
     index = OrderingIndex(trace, attr.launch_tid, attr.launch_start)
     found: list[PairVerdict] = []
-    if all_kernel_pairs:
+    if spec.mode is PairMode.ALL:
         found = all_pairs(trace, attr, index)
-        spec = "all"
-    else:
-        for producer, consumer in pairs or []:
-            found += glob_pairs(trace, attr, index, producer, consumer)
-        spec = ", ".join(f"{a}:{b}" for a, b in pairs or []) or "none"
+    for producer, consumer in spec.globs:
+        found += glob_pairs(trace, attr, index, producer, consumer)
     counts = {v.value: 0 for v in Verdict}
     counts.update(Counter(p.verdict.value for p in found))
     return Analysis(trace, stream_stats(trace), attr, tuple(found), counts, index.event_edges, index.unmatched_waits, spec)
