@@ -56,16 +56,20 @@ def _analysis_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--consumer", action="append", help="consumer glob of the --producer given at the same position")
     p.add_argument("--json", action="store_true", help="print the verdict JSON")
     p.add_argument("--fail-on-unordered", action="store_true", help="exit 1 when any pair is UNORDERED")
+    p.add_argument("--hazards", action=argparse.BooleanOptionalAction, default=True,
+                   help="memory hazards between streams (where the trace has memory access sets; default on)")
+    p.add_argument("--fail-on-hazard", action="store_true", help="exit 1 on any hazard, or when hazards cannot be checked")
 
 
 def pair_args(args: argparse.Namespace, default: PairSpec | None) -> PairSpec:
     return PairSpec.from_args(args.pairs, args.producer, args.consumer, default)
 
 
-def report(analysis: Analysis, as_json: bool, fail_on_unordered: bool) -> int:
+def report(analysis: Analysis, as_json: bool, fail_on_unordered: bool, fail_on_hazard: bool = False) -> int:
     print(json.dumps(analysis.to_json(), indent=1) if as_json else format_analysis(analysis))
-    if fail_on_unordered and analysis.unordered:
-        raise ChecksFailed(f"{analysis.unordered} producer -> consumer pair(s) are UNORDERED")
+    failed = analysis.failures(fail_on_unordered, fail_on_hazard)
+    if failed:
+        raise ChecksFailed("; ".join(failed))
     return 0
 
 
@@ -83,9 +87,9 @@ def format_analysis(a: Analysis) -> str:
         edge = p.edge.to_json() if p.edge else {}
         lines.append(f"  {p.verdict.value.upper() if p.verdict.value == 'unordered' else p.verdict.value:<18} "
                      f"{p.producer} [s{p.producer_stream}] -> {p.consumer} [s{p.consumer_stream}] gap {p.gap_ns / 1e3:.1f} us {edge or ''}")
-    if len(a.pairs) > len(shown):
-        lines.append(f"  ... {len(a.pairs) - len(shown)} more (--json lists up to 200)")
-    return "\n".join(lines)
+    if sum(a.pair_counts.values()) > len(shown):
+        lines.append(f"  ... {sum(a.pair_counts.values()) - len(shown)} more (--json lists up to 200)")
+    return "\n".join(lines + a.report_lines())
 
 
 def _target(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[str], list[tuple[str, str]]]:
@@ -147,12 +151,12 @@ def cmd_run(args: argparse.Namespace) -> int:
                              f"stderr ends: {tail or '(empty)'}")
         from tracer.trace.load import load_trace
 
-        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs)
+        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, hazards=args.hazards)
         write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
     print(f"run directory: {final} (backend {backend}, target exit {res.returncode})", file=sys.stderr)
     if res.returncode not in (0, None):
         print(f"tracer: warning: the traced command exited {res.returncode}; see {final}/logs", file=sys.stderr)
-    return report(analysis, args.json, args.fail_on_unordered)
+    return report(analysis, args.json, args.fail_on_unordered, args.fail_on_hazard)
 
 
 def _pairs_for_source(source: Path) -> PairSpec:
@@ -167,14 +171,15 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from tracer.trace.load import load_trace
 
     pairs = pair_args(args, _pairs_for_source(args.source))
-    return report(analyze(load_trace(args.source), pairs), args.json, args.fail_on_unordered)
+    return report(analyze(load_trace(args.source), pairs, hazards=args.hazards), args.json, args.fail_on_unordered,
+                  args.fail_on_hazard)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
     from tracer.trace.load import load_trace
 
     trace = load_trace(args.source)
-    analysis = analyze(trace, pair_args(args, None))
+    analysis = analyze(trace, pair_args(args, None), hazards=args.hazards)
     final = args.output or default_run_dir(args.source.name.split(".")[0])
     with staged(final) as tmp:
         src = Path(trace.source)
@@ -182,7 +187,7 @@ def cmd_import(args: argparse.Namespace) -> int:
         write_json(tmp / "command.json", {"imported_from": str(args.source.resolve()), "backend": "import"})
         write_json(tmp / "verdict.json", analysis.to_json())
     print(f"run directory: {final}", file=sys.stderr)
-    return report(analysis, args.json, args.fail_on_unordered)
+    return report(analysis, args.json, args.fail_on_unordered, args.fail_on_hazard)
 
 
 def cmd_export(args: argparse.Namespace) -> int:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
 from tracer.errors import UsageError
@@ -21,6 +21,7 @@ class PairMode(str, Enum):
 class PairSpec:
     mode: PairMode
     globs: tuple[GlobPair, ...] = ()
+    implicit: bool = field(default=False, compare=False)  # nothing was asked: `all` unless memory hazards judge instead
 
     def __post_init__(self) -> None:
         if (self.mode is PairMode.GLOBS) != bool(self.globs):
@@ -50,7 +51,7 @@ class PairSpec:
                              "give them in pairs, e.g. --producer 'aten::mm' --consumer '*/dgrad'")
         globs = [(p, c) for p, c in zip(producers, consumers)]
         if not pairs and not globs:
-            return default if default is not None and default.mode is not PairMode.NONE else cls(PairMode.ALL)
+            return default if default is not None and default.mode is not PairMode.NONE else cls(PairMode.ALL, implicit=True)
         if pairs and "all" in pairs:
             if len(pairs) > 1 or globs:
                 raise UsageError("--pairs all checks every pair: give it alone, without other --pairs or --producer")
