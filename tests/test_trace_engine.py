@@ -345,3 +345,13 @@ class TestCorruptSqlite:
         con.close()
         with pytest.raises(TraceFormatError, match="TRACER_MEMORY_ACCESS.address holds 1 text value"):
             load_trace(path)
+
+
+@pytest.mark.parametrize("mode", [0, 4, -1, 7])
+def test_memory_access_mode_outside_the_contract(tmp_path: Path, mode: int) -> None:
+    b = TraceBuilder()
+    op = b.op("aten::mm")
+    b.access(op, 4096, 64, mode)
+    b.launch(A, "k", op=op)
+    with pytest.raises(TraceFormatError, match="TRACER_MEMORY_ACCESS.mode holds"):
+        load_trace(b.write(tmp_path / "m.sqlite", memory=True))

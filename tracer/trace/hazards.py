@@ -200,16 +200,22 @@ class _Found:
 
 
 class _Keys:
-    """(component, correlation id) as one sortable int64: component * width + rank of the id among
-    the rows' ids (ranks keep it exact whatever the ids' range)."""
+    """(component, correlation id) as one sortable int64: component * width + the id's offset from
+    the smallest id (or its rank among the rows' ids where that could overflow)."""
 
     def __init__(self, rows: AccessRows) -> None:
-        self.ids = np.unique(rows.corr)
-        self.width = len(self.ids) + 1
-        self.rows = rows.comp * self.width + np.searchsorted(self.ids, rows.corr)
+        low = int(rows.corr.min()) if len(rows.corr) else 0
+        high = int(rows.corr.max()) if len(rows.corr) else 0
+        comps = int(rows.comp.max()) + 1 if len(rows.comp) else 1
+        self.ids = None if comps * (high - low + 3) < (1 << 62) else np.unique(rows.corr)
+        self.low, self.high = low, high
+        self.width = high - low + 3 if self.ids is None else len(self.ids) + 1
+        self.rows = self.at_least(rows.comp, rows.corr)
 
     def at_least(self, comp: np.ndarray, corr: np.ndarray) -> np.ndarray:
-        """The key below every row of comp whose id is >= corr (and above those with smaller ids)."""
+        """The key of (comp, corr): rows of comp with an id >= corr have keys >= it, the others below."""
+        if self.ids is None:
+            return comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
         return comp * self.width + np.searchsorted(self.ids, corr, side="left")
 
 

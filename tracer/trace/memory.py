@@ -45,7 +45,6 @@ class LaunchAccesses:
     id; an op without accesses has one row with mode 0 (the kernel's set is known to be empty)."""
 
     corr: np.ndarray
-    op: np.ndarray  # TRACER_OPS.id
     op_name: np.ndarray  # index into Trace.strings, -1 none
     address: np.ndarray
     size: np.ndarray
@@ -142,8 +141,10 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
     def ints(table: str, cols: list[Col]) -> list[np.ndarray]:
         return db.ints(table, cols) if table in present else [none] * len(cols)
 
-    launches = _sorted_by(_launch_accesses(db, present), 0)
-    launches[2] = _names(db, launches[2])
+    corr, name, address, size, mode_exact, allocation = _launch_accesses(db, present)
+    if (mode_exact < 0).any():  # mode outside 0..3
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
+    launches = _sorted_by([corr, _names(db, name), address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
     _check_accesses(db, launches)
     backward = _sorted_by(_backward(db, present), 0)
     forward = db.ints("TRACER_OPS", [Col("seqNr"), Col("globalTid"), Col("start", None)], "WHERE seqNr >= 0") \
@@ -165,23 +166,23 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
-    """(launch corr, op id, op name, address, bytes, mode, exact, allocation) joined in SQLite."""
+    """(launch corr, op name, address, bytes, mode | exact << 2, allocation) joined in SQLite."""
     if "TRACER_OPS" not in present:
-        return [np.zeros(0, dtype=np.int64)] * 8
+        return [np.zeros(0, dtype=np.int64)] * 6
     ops = db.require("TRACER_OPS", OPS)
     access = "TRACER_MEMORY_ACCESS" in present and db.require("TRACER_MEMORY_ACCESS", ACCESS)
     if access:
-        values = ["COALESCE(a.address, -1)", "COALESCE(a.bytes, 0)", "COALESCE(a.mode, 0)", "COALESCE(a.exact, 1)",
+        values = ["COALESCE(a.address, -1)", "COALESCE(a.bytes, 0)", "CASE WHEN COALESCE(a.mode, 0) BETWEEN 0 AND 3 THEN COALESCE(a.mode, 0) + 4 * (COALESCE(a.exact, 1) != 0) ELSE -1 END",
                   "COALESCE(a.allocationId, -1)"]
         join = "LEFT JOIN TRACER_MEMORY_ACCESS a ON a.opId = o.id"
         ok = f"{type_check(OPS, ops, 'o.')} AND (a.opId IS NULL OR {type_check(ACCESS, access, 'a.')})"
     else:
-        values, join, ok = ["-1", "0", "0", "1", "-1"], "", type_check(OPS, ops, "o.")
-    names = [f"c{i}" for i in range(8)]
+        values, join, ok = ["-1", "0", "4", "-1"], "", type_check(OPS, ops, "o.")
+    names = [f"c{i}" for i in range(6)]
 
     def select(corr: str, extra_ok: str) -> str:
-        cols = [corr, "o.id", "COALESCE(o.nameId, -1)", *values]
-        return f"SELECT {', '.join(f'{c} AS {n}' for c, n in zip(cols, names))}, {ok}{extra_ok} AS ok"
+        cols = [corr, "COALESCE(o.nameId, -1)", *values]
+        return f"SELECT {', '.join(f'{c} AS {n}' for c, n in zip(cols, names))}, ({ok}{extra_ok}) AS ok"
 
     parts = [f"{select('o.correlationId', '')} FROM TRACER_OPS o {join} WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
@@ -231,14 +232,14 @@ def _names(db: SqliteTables, ids: np.ndarray) -> np.ndarray:
 
 
 def _check_accesses(db: SqliteTables, launches: list[np.ndarray]) -> None:
-    address, size, mode = launches[3], launches[4], launches[5]
+    address, size, mode = launches[2], launches[3], launches[4]
     real = mode != 0
     bad = real & ((address < 0) | (size < 0) | (address >= TIME_LIMIT) | (size >= TIME_LIMIT) | (address + size >= TIME_LIMIT))
     if bad.any():
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS: {int(bad.sum())} row(s) with an impossible address or "
                                f"byte count (first: address {int(address[bad][0])}, bytes {int(size[bad][0])})")
-    if (real & (mode > 3)).any() or (mode < 0).any():
-        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
+    if (~real & (size > 0)).any():
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds 0 (neither read nor write) for a byte range")
 
 
 def kernel_accesses(memory: Memory, kernel_corr: np.ndarray) -> KernelAccesses:

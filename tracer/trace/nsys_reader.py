@@ -119,20 +119,18 @@ class SqliteTables:
         return have
 
     def fetch(self, label: str, exprs: Sequence[str], ok: str, source: str, diagnose: Callable[[], None]) -> list[np.ndarray]:
-        """SELECT exprs (integers) plus the flag `ok` (the rows' SQLite types are right) FROM source,
-        as int64 columns; where the flag fails or a value cannot convert, diagnose() names the
-        column (else one line naming label)."""
-        sql = f"SELECT {', '.join(exprs)}, {ok} {source}"
+        """SELECT exprs (integers) FROM source as int64 columns, in one pass. `ok` is SQL that holds
+        when a row's values have the right SQLite types; a row where it fails yields NULL, which
+        stops the conversion, and diagnose() names the column (else one line naming label)."""
+        first = exprs[0] if ok == "1" else f"CASE WHEN {ok} THEN {exprs[0]} END"
+        sql = f"SELECT {', '.join([first, *exprs[1:]])} {source}"
         with self.reading(label):
             try:
                 flat = np.fromiter(chain.from_iterable(self.con.execute(sql)), dtype=np.int64)
             except (ValueError, TypeError, OverflowError):
                 diagnose()
-                raise
-        block = flat.reshape(-1, len(exprs) + 1)
-        if not block[:, -1].all():
-            diagnose()
-            raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)")
+                raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)") from None
+        block = flat.reshape(-1, len(exprs))
         return [np.ascontiguousarray(block[:, i]) for i in range(len(exprs))]
 
     def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:

@@ -82,15 +82,29 @@ class HostCover:
     tid: np.ndarray
 
 
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's position among them): by counting where the values
+    span a small range (stream and device ids), else by sorting."""
+    if len(values) == 0:
+        return values, np.zeros(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low > (1 << 22):
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1).astype(np.int64)
+    present = np.bincount(values - low, minlength=high - low + 1) > 0
+    code = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, code[values - low]
+
+
 def stream_keys(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey], np.ndarray]:
     """The distinct (device, stream) pairs, sorted, and each row's position among them."""
     if len(device) == 0:
         return [], np.zeros(0, dtype=np.int64)
-    streams, s_inv = np.unique(stream, return_inverse=True)
-    devices, d_inv = np.unique(device, return_inverse=True)
-    keys, inverse = np.unique(d_inv.reshape(-1) * len(streams) + s_inv.reshape(-1), return_inverse=True)
+    streams, s_inv = dense_codes(stream)
+    devices, d_inv = dense_codes(device)
+    keys, inverse = dense_codes(d_inv * len(streams) + s_inv)
     pairs = [(int(devices[q // len(streams)]), int(streams[q % len(streams)])) for q in keys.tolist()]
-    return pairs, inverse.reshape(-1).astype(np.int64)
+    return pairs, inverse
 
 
 def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
