@@ -178,16 +178,15 @@ def _instances(trace: Trace, attr: Attribution, glob: str) -> Instances:
             groups[sid] = m.groups()
     kern = kern[np.isin(text, np.fromiter(groups, dtype=np.int64, count=len(groups)))]
     r = rng[kern]
-    order = np.lexsort((kern, r))
-    kern, r = kern[order], r[order]
-    first = np.flatnonzero(np.r_[True, r[1:] != r[:-1]]) if len(r) else np.zeros(0, dtype=np.int64)
-    by_first_kernel = np.argsort(kern[first], kind="stable")
-    starts = first[by_first_kernel]
-    ends = np.r_[first[1:], len(r)][by_first_kernel]
-    kernels = np.concatenate([kern[a:b] for a, b in zip(starts.tolist(), ends.tolist())]) if len(starts) else kern
-    offset = np.r_[0, np.cumsum(ends - starts)].astype(np.int64)
-    ranges = r[starts]
-    return Instances(ranges, [groups[int(trace.ranges.text[x])] for x in ranges.tolist()], offset, kernels)
+    by_range = np.lexsort((kern, r))
+    kern, r = kern[by_range], r[by_range]
+    new = np.r_[True, r[1:] != r[:-1]] if len(r) else np.zeros(0, dtype=bool)
+    first_kernel = kern[new][np.cumsum(new) - 1]  # each kernel's range's first kernel
+    order = np.lexsort((kern, first_kernel))
+    kern, r, new = kern[order], r[order], np.r_[True, first_kernel[order][1:] != first_kernel[order][:-1]][:len(order)]
+    ranges = r[new]
+    offset = np.r_[np.flatnonzero(new), len(kern)].astype(np.int64)
+    return Instances(ranges, [groups[int(trace.ranges.text[x])] for x in ranges.tolist()], offset, kern)
 
 
 def _frontiers(index: OrderingIndex, inst: Instances, last: bool) -> tuple[np.ndarray, np.ndarray]:
