@@ -210,8 +210,8 @@ def generate(kernels: int, ranges: int, waits: int, streams: int = 4, host_syncs
         if i % per_range == 0 and mid < ranges:
             if mid:
                 b.pop()
-            step, layer = divmod(mid // len(NAMES), 64)
             mid += 1
+            step, layer = divmod(mid // len(NAMES), 64)
             b.push(f"step{step}/layer{layer}/mb0/{NAMES[mid % len(NAMES)]}")
             if mem:
                 mem.new_range(stream)

@@ -161,23 +161,30 @@ def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[Acc
     keep = la.size[ka.row] > 0
     kern, row = ka.kernel[keep], ka.row[keep]
     address, end = la.address[row], la.address[row] + la.size[row]
-    device, col, mode = trace.kernels.device[kern], index.kernel_col[kern], la.mode[row]
-    order = np.lexsort((address, device))
-    reach = _running_max(end[order], device[order])
-    new = np.r_[True, (device[order][1:] != device[order][:-1]) | (address[order][1:] >= reach[:-1])] if len(order) else order
-    comp_sorted = np.cumsum(new) - 1
-    heads = np.flatnonzero(new)
-    shared = np.zeros(len(heads), dtype=bool)
-    if len(heads):
-        c_sorted = col[order]
-        several = np.minimum.reduceat(c_sorted, heads) != np.maximum.reduceat(c_sorted, heads)
-        shared = several & (np.maximum.reduceat((mode[order] & WRITE) > 0, heads))
-    comp = np.empty(len(order), dtype=np.int64)
-    comp[order] = comp_sorted
-    live = shared[comp] if len(comp) else np.zeros(0, dtype=bool)
+    col, mode = index.kernel_col[kern], la.mode[row]
+    comp, order = _components(address, end, trace.kernels.device[kern])
+    live = _shared(comp[order], col[order], mode[order])[comp] if len(comp) else np.zeros(0, dtype=bool)
     rows = AccessRows(kern[live], row[live], col[live], trace.kernels.corr[kern[live]], address[live], end[live],
                       mode[live], comp[live])
     return rows, ka.kernels_with_memory
+
+
+def _components(address: np.ndarray, end: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each range's address component (per device, the connected runs of overlapping ranges:
+    [a, b) and [b, c) do not overlap), numbered in address order, and that order."""
+    order = np.lexsort((address, device))
+    reach = _running_max(end[order], device[order])
+    new = np.r_[True, (device[order][1:] != device[order][:-1]) | (address[order][1:] >= reach[:-1])] if len(order) else order
+    comp = np.empty(len(order), dtype=np.int64)
+    comp[order] = np.cumsum(new) - 1
+    return comp, order
+
+
+def _shared(comp: np.ndarray, col: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """Per component (rows given in component order): touched from more than one stream, one writing."""
+    heads = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
+    several = np.minimum.reduceat(col, heads) != np.maximum.reduceat(col, heads)
+    return several & np.maximum.reduceat((mode & WRITE) > 0, heads)
 
 
 def _running_max(end: np.ndarray, device: np.ndarray) -> np.ndarray:
