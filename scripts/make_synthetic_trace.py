@@ -9,9 +9,11 @@ until the recorded work is done; a host sync holds the host until the work it wa
 `generate()` is the benchmark trace: N kernels in NVTX ranges of kernels/ranges kernels named like
 the seed workloads, each range on the main stream or (every third range) on a side stream,
 cross-stream record -> wait pairs, optional host syncs, and with --memory an op per kernel reading
-and writing allocations (one new allocation per range, addresses reused after free).
+and writing allocations (one new allocation per range, addresses reused after free): then a range
+runs on one stream and reads the previous range's output after an event wait, except for a
+fraction --races of range changes (planted races).
 Usage: python scripts/make_synthetic_trace.py OUT.sqlite [--kernels 1000000] [--ranges 100000]
-       [--waits 10000] [--streams 4] [--host-syncs 0] [--memory] [--allocations 100000]
+       [--waits 10000] [--streams 4] [--host-syncs 0] [--memory] [--allocations 100000] [--races 0.01]
 """
 from __future__ import annotations
 
@@ -196,7 +198,7 @@ NAMES = ("cast_transpose", "dgrad", "wgrad", "amax_update")
 
 
 def generate(kernels: int, ranges: int, waits: int, streams: int = 4, host_syncs: int = 0, memory: bool = False,
-             allocations: int = 100_000, seed: int = 0) -> TraceBuilder:
+             allocations: int = 100_000, seed: int = 0, races: float = 0.01) -> TraceBuilder:
     rnd = random.Random(seed)
     b = TraceBuilder()
     main, sides = STREAMS[0], STREAMS[1:streams]
@@ -205,15 +207,21 @@ def generate(kernels: int, ranges: int, waits: int, streams: int = 4, host_syncs
     sync_every = max(1, kernels // host_syncs) if host_syncs else 0
     mem = _MemoryPlan(b, rnd, allocations, ranges) if memory else None
     mid = n_waits = 0
+    previous = stream = main
     for i in range(kernels):
-        stream = main if (i // per_range) % 3 else sides[i % len(sides)]
+        r = i // per_range
+        if not mem:  # the kernels of a side range spread over the side streams
+            stream = main if r % 3 else sides[i % len(sides)]
         if i % per_range == 0 and mid < ranges:
             if mid:
                 b.pop()
             mid += 1
             step, layer = divmod(mid // len(NAMES), 64)
             b.push(f"step{step}/layer{layer}/mb0/{NAMES[mid % len(NAMES)]}")
-            if mem:
+            if mem:  # a range on one stream reads the previous range's output: after an event wait, but for `races`
+                previous, stream = stream, main if r % 3 else sides[r % len(sides)]
+                if stream != previous and rnd.random() >= races:
+                    b.wait(stream, b.record(previous))
                 mem.new_range(stream)
         op = mem.kernel(i % per_range, per_range) if mem else None
         b.launch(stream, "cast_transpose" if i % 2 else "nvjet_sm90_tst", rnd.randint(2_000, 20_000), op=op)
@@ -275,9 +283,11 @@ def main() -> int:
     ap.add_argument("--host-syncs", type=int, default=0)
     ap.add_argument("--memory", action="store_true", help="write TRACER_* memory tables (an op per kernel)")
     ap.add_argument("--allocations", type=int, default=100_000)
+    ap.add_argument("--races", type=float, default=0.01, help="--memory: range changes of stream without a wait")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
-    b = generate(args.kernels, args.ranges, args.waits, args.streams, args.host_syncs, args.memory, args.allocations, args.seed)
+    b = generate(args.kernels, args.ranges, args.waits, args.streams, args.host_syncs, args.memory, args.allocations,
+                 args.seed, args.races)
     b.write(args.out, memory=args.memory)
     print(f"wrote {args.out}")
     return 0

@@ -166,37 +166,53 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
-    """(launch corr, op name, address, bytes, mode | exact << 2, allocation) joined in SQLite."""
+    """(launch corr, op name, address, bytes, mode | exact << 2, allocation): the launches' ops from
+    SQLite (a lookup by TRACER_OPS.id per external correlation), their accesses from one scan, joined
+    by op id here (SQLite would build a temporary index on TRACER_MEMORY_ACCESS.opId for the join)."""
+    none = np.zeros(0, dtype=np.int64)
     if "TRACER_OPS" not in present:
-        return [np.zeros(0, dtype=np.int64)] * 6
-    ops = db.require("TRACER_OPS", OPS)
-    access = "TRACER_MEMORY_ACCESS" in present and db.require("TRACER_MEMORY_ACCESS", ACCESS)
-    if access:
-        values = ["COALESCE(a.address, -1)", "COALESCE(a.bytes, 0)", "CASE WHEN COALESCE(a.mode, 0) BETWEEN 0 AND 3 THEN COALESCE(a.mode, 0) + 4 * (COALESCE(a.exact, 1) != 0) ELSE -1 END",
-                  "COALESCE(a.allocationId, -1)"]
-        join = "LEFT JOIN TRACER_MEMORY_ACCESS a ON a.opId = o.id"
-        ok = f"{type_check(OPS, ops, 'o.')} AND (a.opId IS NULL OR {type_check(ACCESS, access, 'a.')})"
+        return [none] * 6
+    corr, op, name = _launch_ops(db, present)
+    if "TRACER_MEMORY_ACCESS" in present:
+        have = db.require("TRACER_MEMORY_ACCESS", ACCESS)
+        packed = ("CASE WHEN mode BETWEEN 0 AND 3 THEN mode + 4 * (COALESCE(exact, 1) != 0) ELSE -1 END"
+                  if "exact" in have else "CASE WHEN mode BETWEEN 0 AND 3 THEN mode + 4 ELSE -1 END")
+        acc = db.fetch("TRACER_MEMORY_ACCESS", ["opId", "address", "bytes", packed, "COALESCE(allocationId, -1)"],
+                       type_check(ACCESS, have), "FROM TRACER_MEMORY_ACCESS",
+                       lambda: db.check_types("TRACER_MEMORY_ACCESS", ACCESS))
+        acc = _sorted_by(acc, 0)
     else:
-        values, join, ok = ["-1", "0", "4", "-1"], "", type_check(OPS, ops, "o.")
-    names = [f"c{i}" for i in range(6)]
+        acc = [none] * 5
+    lo, hi = np.searchsorted(acc[0], op, side="left"), np.searchsorted(acc[0], op, side="right")
+    n = np.maximum(hi - lo, 1)  # an op without accesses keeps one row (mode 0): its set is known empty
+    at = expand_ranges(lo, n)
+    has = np.repeat(hi > lo, n)
+    pick = np.minimum(at, max(len(acc[0]) - 1, 0))
 
-    def select(corr: str, extra_ok: str) -> str:
-        cols = [corr, "COALESCE(o.nameId, -1)", *values]
-        return f"SELECT {', '.join(f'{c} AS {n}' for c, n in zip(cols, names))}, ({ok}{extra_ok}) AS ok"
+    def column(i: int, empty: int) -> np.ndarray:
+        return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
 
-    parts = [f"{select('o.correlationId', '')} FROM TRACER_OPS o {join} WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
+    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+
+
+def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
+    """(launch corr, op id, op nameId) for every launch made inside an op."""
+    ops = db.require("TRACER_OPS", OPS)
+    ok = type_check([Col("id", None), Col("nameId"), Col("correlationId")], ops, "o.")  # what is fetched here
+    parts = [f"SELECT o.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok FROM TRACER_OPS o "
+             "WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
         ext = db.require("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
-        parts.insert(0, f"{select('e.correlationId', ' AND ' + type_check(EXTERNAL, ext, 'e.'))} "
-                        f"FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId {join}")
+        parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, "
+                        f"({ok} AND {type_check(EXTERNAL, ext, 'e.')}) AS ok "
+                        "FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId")
 
     def diagnose() -> None:
         db.check_types("TRACER_OPS", OPS)
-        for table, cols_ in (("TRACER_MEMORY_ACCESS", ACCESS), ("TRACER_EXTERNAL_CORRELATION", EXTERNAL)):
-            if table in present:
-                db.check_types(table, cols_)
+        if "TRACER_EXTERNAL_CORRELATION" in present:
+            db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
 
-    return db.fetch("TRACER_OPS joined to TRACER_MEMORY_ACCESS", names, "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+    return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
 
 
 def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

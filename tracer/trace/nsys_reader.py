@@ -269,17 +269,18 @@ def read_syncs(db: SqliteTables, apis: Apis) -> tuple[Sync, ...]:
     db.check_times(table, cols[5], cols[6])
     order = np.argsort(cols[2], kind="stable")
     dev, stream, corr, stype, key, start, end = (c[order].tolist() for c in cols)
-    found = apis.index_of(np.asarray(corr, dtype=np.int64)).tolist()
-    kinds: dict[str, SyncKind | None] = {}
+    found = apis.index_of(np.asarray(corr, dtype=np.int64))
+    names = np.where(found >= 0, apis.name[found], -1).tolist() if len(apis.name) else [-1] * len(corr)
+    tids = np.where(found >= 0, apis.tid[found], -1).tolist() if len(apis.tid) else [-1] * len(corr)
+    kinds: dict[int, tuple[str, SyncKind | None]] = {-1: ("", None)}
     out = []
-    for n, i in enumerate(found):
-        api = db.strings[int(apis.name[i])] if i >= 0 else ""
-        if api not in kinds:
-            kinds[api] = classify_api(api) if api else None
-        kind = kinds[api] or SYNC_TYPE.get(stype[n], SyncKind.UNKNOWN)
-        tid = int(apis.tid[i]) if i >= 0 else -1
+    for n, name in enumerate(names):
+        if name not in kinds:
+            kinds[name] = (db.strings[name], classify_api(db.strings[name]))
+        api, by_name = kinds[name]
+        kind = by_name or SYNC_TYPE.get(stype[n], SyncKind.UNKNOWN)
         out.append(Sync(kind, dev[n], stream[n] if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr[n],
-                        key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start[n], end[n], tid, api))
+                        key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start[n], end[n], tids[n], api))
     return tuple(out)
 
 

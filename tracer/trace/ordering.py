@@ -130,7 +130,6 @@ class OrderingIndex:
         self.col = {key: i for i, key in enumerate(self.streams)}
         to_col = np.array([self.col[key] for key in kernel_keys], dtype=np.int64)
         self.kernel_col = to_col[inverse] if len(inverse) else inverse  # each kernel's stream, a position in streams
-        self.unmatched_waits = 0
         self._build_clocks()
         self._host = sorted((y for y in (*trace.syncs, *queries) if y.kind in HOST_KINDS), key=lambda y: y.corr)
         self._host_corr = np.array([y.corr for y in self._host], dtype=np.int64)
@@ -163,32 +162,37 @@ class OrderingIndex:
 
     # -- event edges -------------------------------------------------------------------------
     def _build_clocks(self) -> None:
+        """One pass over records and waits in correlation order (a record sorts before a wait with
+        the same id); plain lists and tuples, since the clocks are as short as the streams are few."""
         n = len(self.streams)
-        cur = np.full((n, n), -1, dtype=np.int64)  # cur[y][x]: x's work before this corr is done before y continues
-        rec_clock: dict[int, np.ndarray] = {}
-        waits: dict[int, list[tuple[int, np.ndarray, Sync]]] = {i: [] for i in range(n)}
-        ops: list[tuple[int, int, object]] = [(r.corr, 0, r) for r in self.trace.records]
-        ops += [(y.corr, 1, y) for y in self.trace.syncs if y.kind is SyncKind.WAIT]
-        for _, what, op in sorted(ops, key=lambda o: (o[0], o[1])):
+        cur: list[tuple[int, ...]] = [(-1,) * n] * n  # cur[y][x]: x's work before this corr is done before y continues
+        rec_clock: dict[int, tuple[int, ...]] = {}
+        records = self.trace.records
+        wait_syncs = [y for y in self.trace.syncs if y.kind is SyncKind.WAIT]
+        r_col = [self.col[(r.device, r.stream)] for r in records]
+        w_col = [self.col[(w.device, w.stream)] for w in wait_syncs]
+        ops = sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)])
+        matched: list[tuple[int, int, tuple[int, ...]]] = []  # (wait, its stream, the stream's clock after it)
+        for corr, what, i in ops:
             if what == 0:
-                r: EventRecord = op  # type: ignore[assignment]
-                x = self.col[(r.device, r.stream)]
-                clock = cur[x].copy()
-                clock[x] = max(clock[x], r.corr)
-                rec_clock[r.key] = clock
-            else:
-                w: Sync = op  # type: ignore[assignment]
-                clock = rec_clock.get(w.key)
-                if clock is None:
-                    self.unmatched_waits += 1
-                    continue
-                y = self.col[(w.device, w.stream)]
-                cur[y] = np.maximum(cur[y], clock)
-                waits[y].append((w.corr, cur[y].copy(), w))
-        self.wait_corr = {y: np.array([c for c, _, _ in v], dtype=np.int64) for y, v in waits.items()}
-        self.wait_clock = {y: (np.stack([c for _, c, _ in v]) if v else np.zeros((0, n), dtype=np.int64)) for y, v in waits.items()}
-        self.wait_sync = {y: [w for _, _, w in v] for y, v in waits.items()}
-        self.event_edges = sum(len(v) for v in waits.values())
+                x = r_col[i]
+                own = cur[x]
+                rec_clock[records[i].key] = own[:x] + (max(own[x], corr),) + own[x + 1:]
+                continue
+            clock = rec_clock.get(wait_syncs[i].key)
+            if clock is None:
+                continue
+            y = w_col[i]
+            cur[y] = tuple(map(max, cur[y], clock))
+            matched.append((i, y, cur[y]))
+        self.unmatched_waits = len(wait_syncs) - len(matched)
+        by_stream: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {y: [] for y in range(n)}
+        for m in matched:
+            by_stream[m[1]].append(m)
+        self.wait_corr = {y: np.array([wait_syncs[i].corr for i, _, _ in v], dtype=np.int64) for y, v in by_stream.items()}
+        self.wait_clock = {y: np.array([c for _, _, c in v], dtype=np.int64).reshape(len(v), n) for y, v in by_stream.items()}
+        self.wait_sync = {y: [wait_syncs[i] for i, _, _ in v] for y, v in by_stream.items()}
+        self.event_edges = len(matched)
 
     def _event_edge(self, x: int, p_corr: int, y: int, c_corr: int) -> Edge | None:
         corrs = self.wait_corr[y]
