@@ -108,7 +108,7 @@ def trace_file(key: str) -> Path:
 
 
 def _json_child(argv: list[str], root: Path = ROOT) -> dict:
-    out = subprocess.run(pinned(argv), capture_output=True, text=True, check=True, env=env(root))
+    out = subprocess.run(pinned(argv), capture_output=True, text=True, check=True, env=env(root), cwd=root)  # `-c` puts cwd first
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -121,7 +121,7 @@ def floors(path: Path) -> dict:
         out["sqlite_cli_s"] = time.perf_counter() - t0
     with tempfile.TemporaryDirectory() as tmp:
         statements = Path(tmp) / "sql.json"
-        subprocess.run([sys.executable, "-c", RECORD_SQL, str(path), str(statements)], check=True, env=env())
+        subprocess.run([sys.executable, "-c", RECORD_SQL, str(path), str(statements)], check=True, env=env(), cwd=ROOT)
         fetched = _json_child([sys.executable, "-c", FETCH, str(path), str(statements)])
     out["fetch_s"], out["fetch_cpu_s"], out["fetch_rows"] = fetched["seconds"], fetched["cpu_seconds"], fetched["rows"]
     return out
