@@ -1,59 +1,154 @@
 """Trace benchmarks, side by side in one run.
 
-CPU:  analysis of a synthetic 1,000,000-kernel nsys-schema trace (100,000 NVTX ranges, 10,000
-      cross-stream waits): wall time and peak memory, in a child process pinned to 2 cores.
+CPU: `tracer trace analyze` (the CLI path, --json) on synthetic nsys-schema traces made by
+     scripts/make_synthetic_trace.py (NVTX ranges = kernels/10, event waits = kernels/100):
+     - default options and `--pairs all`, 1M kernels on 8 streams; default options, 3M kernels on 8 streams;
+     - `--pairs '*/cast_transpose:*/dgrad'`, 1M kernels on 4 streams (the glob path);
+     - hazards (default with memory tables), 1M kernels on 8 streams, 100k allocations, 1,000 host syncs;
+     each in a child process pinned to 2 cores: wall and CPU seconds, peak RSS. Beside each, the
+     floors on the same file: the SQLite CLI (GROUP BY stream and kernel name, joined to StringIds)
+     and tracer's own SELECTs fetched into Python (the statements its reader runs, fetchall only).
 GPU (--gpu): linear_backward untraced, under tracer's CUPTI backend, and under torch.profiler,
-      alternating, timed inside the process after a warm-up step.
-Usage: python scripts/bench_trace.py [--gpu] [--repeats 3] [--json OUT.json]
+     alternating, timed inside the process after a warm-up step.
+     --baseline DIR runs each case (but hazards) again with DIR's tracer (an older checkout) beside it.
+Usage: python scripts/bench_trace.py [--cases default,all,3M,glob,hazards] [--baseline DIR] [--gpu] [--repeats 3]
+       [--json OUT.json]
 """
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-ANALYZE = """
-import resource, sys, time
-from pathlib import Path
-t0 = time.perf_counter()
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-a = analyze(load_trace(Path(sys.argv[1])), [("*/cast_transpose", "*/dgrad")])
-import json
-print(json.dumps({"seconds": time.perf_counter() - t0, "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
-                  "kernels": len(a.trace.kernels), "pairs": a.pair_counts}))
+CACHE = Path(tempfile.gettempdir())
+LIMITS = {"default": (10, 1536), "all": (10, 1536), "3M": (30, 3072), "glob": (None, None), "hazards": (10, 1536)}
+
+# (file name, make_synthetic_trace.py options)
+TRACES = {
+    "1M-8s": ("tracer-synthetic-1M-8s.sqlite", ["--kernels", "1000000", "--streams", "8"]),
+    "3M-8s": ("tracer-synthetic-3M-8s.sqlite", ["--kernels", "3000000", "--ranges", "300000", "--waits", "30000", "--streams", "8"]),
+    "1M-4s": ("tracer-synthetic-1M-4s.sqlite", ["--kernels", "1000000", "--streams", "4"]),
+    "1M-8s-memory": ("tracer-synthetic-1M-8s-memory.sqlite", ["--kernels", "1000000", "--streams", "8", "--memory",
+                                                             "--allocations", "100000", "--host-syncs", "1000"]),
+}
+CASES = {  # name: (trace, extra CLI arguments)
+    "default": ("1M-8s", []),
+    "all": ("1M-8s", ["--pairs", "all"]),
+    "3M": ("3M-8s", []),
+    "glob": ("1M-4s", ["--pairs", "*/cast_transpose:*/dgrad"]),
+    "hazards": ("1M-8s-memory", []),
+}
+
+CHILD = """
+import contextlib, io, json, os, resource, sys, time
+t0, c0 = time.perf_counter(), time.process_time()
+from tracer.cli import main
+with open(os.devnull, "w") as null, contextlib.redirect_stdout(null):
+    code = main(["trace", "analyze", *sys.argv[1:], "--json"])
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "exit": code,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+
+FETCH = """
+import json, resource, sqlite3, sys, time
+from pathlib import Path
+statements = json.loads(Path(sys.argv[2]).read_text())
+t0, c0 = time.perf_counter(), time.process_time()
+con = sqlite3.connect(f"file:{sys.argv[1]}?mode=ro", uri=True)
+rows = 0
+for sql in statements:
+    rows += len(con.execute(sql).fetchall())
+print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.process_time() - c0, "rows": rows,
+                  "peak_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
+
+RECORD_SQL = """
+import json, sqlite3, sys
+from pathlib import Path
+seen = []
+real = sqlite3.connect
+def connect(*a, **k):
+    con = real(*a, **k)
+    con.set_trace_callback(lambda s: seen.append(s) if s.lstrip().upper().startswith("SELECT") else None)
+    return con
+sqlite3.connect = connect
+from tracer.trace.load import load_trace
+load_trace(Path(sys.argv[1]))
+Path(sys.argv[2]).write_text(json.dumps(seen))
+"""
+
+GROUP_BY = ("SELECT k.streamId, s.value, count(*), sum(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+            "JOIN StringIds s ON s.id = k.demangledName GROUP BY k.streamId, k.demangledName;")
 
 
 def pinned(argv: list[str]) -> list[str]:
-    return ["taskset", "-c", "0,1", *argv] if os.cpu_count() and os.cpu_count() > 2 and _has("taskset") else argv
+    return ["taskset", "-c", "0,1", *argv] if (os.cpu_count() or 1) > 2 and shutil.which("taskset") else argv
 
 
-def _has(tool: str) -> bool:
-    from shutil import which
-
-    return which(tool) is not None
+def env(root: Path = ROOT) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
 
-def bench_analysis() -> dict:
-    path = Path(tempfile.gettempdir()) / "tracer-synthetic-1M.sqlite"
+def trace_file(key: str) -> Path:
+    name, options = TRACES[key]
+    path = CACHE / name
     if not path.is_file():
-        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_synthetic_trace.py"), str(path)], check=True)
-    out = subprocess.run(pinned([sys.executable, "-c", ANALYZE, str(path)]), capture_output=True, text=True, check=True)
-    result = json.loads(out.stdout.strip().splitlines()[-1])
-    print(f"synthetic analysis: {result['kernels']} kernels in {result['seconds']:.2f} s, peak {result['peak_mb']:.0f} MB "
-          f"(limits 10 s, 1536 MB) {'cores 0,1' if pinned(['x']) != ['x'] else ''}")
+        print(f"making {path} ({' '.join(options)}) ...", flush=True)
+        subprocess.run([sys.executable, str(ROOT / "scripts" / "make_synthetic_trace.py"), str(path), *options],
+                       check=True, env=env())
+    return path
+
+
+def _json_child(argv: list[str], root: Path = ROOT) -> dict:
+    out = subprocess.run(pinned(argv), capture_output=True, text=True, check=True, env=env(root), cwd=root)  # `-c` puts cwd first
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def floors(path: Path) -> dict:
+    """The SQLite CLI's GROUP BY and tracer's own SELECTs fetched, on the same file."""
+    out: dict = {}
+    if shutil.which("sqlite3"):
+        t0 = time.perf_counter()
+        subprocess.run(pinned(["sqlite3", f"file:{path}?mode=ro", GROUP_BY]), capture_output=True, check=True)
+        out["sqlite_cli_s"] = time.perf_counter() - t0
+    with tempfile.TemporaryDirectory() as tmp:
+        statements = Path(tmp) / "sql.json"
+        subprocess.run([sys.executable, "-c", RECORD_SQL, str(path), str(statements)], check=True, env=env(), cwd=ROOT)
+        fetched = _json_child([sys.executable, "-c", FETCH, str(path), str(statements)])
+    out["fetch_s"], out["fetch_cpu_s"], out["fetch_rows"] = fetched["seconds"], fetched["cpu_seconds"], fetched["rows"]
+    return out
+
+
+def bench_case(name: str, baseline: Path | None) -> dict:
+    key, extra = CASES[name]
+    path = trace_file(key)
+    floor = floors(path)
+    result = _json_child([sys.executable, "-c", CHILD, str(path), *extra]) | floor | {"trace": key, "args": extra}
+    if baseline is not None and name != "hazards":
+        base = _json_child([sys.executable, "-c", CHILD, str(path), *extra], baseline)
+        result["baseline"] = base
+        print(f"{name:<8} baseline {baseline}: {base['seconds']:.2f} s (cpu {base['cpu_seconds']:.2f}) peak "
+              f"{base['peak_mb']:.0f} MB; this tree is {base['seconds'] / result['seconds']:.1f}x faster", flush=True)
+    seconds, mb = LIMITS[name]
+    ratio = result["seconds"] / result["fetch_s"]
+    cli = f", {result['seconds'] / result['sqlite_cli_s']:.1f}x the SQLite CLI ({result['sqlite_cli_s']:.2f} s)" \
+        if "sqlite_cli_s" in result else ""
+    print(f"{name:<8} {key:<13} {' '.join(extra) or '(default)':<34} {result['seconds']:6.2f} s (cpu {result['cpu_seconds']:.2f}) "
+          f"peak {result['peak_mb']:5.0f} MB | {ratio:.1f}x tracer's SELECTs fetched ({result['fetch_s']:.2f} s, "
+          f"{result['fetch_rows']} rows){cli}" + (f" | limits {seconds} s, {mb} MB" if seconds else ""), flush=True)
     return result
 
 
-def _timed(argv: list[str], env: dict | None = None) -> float:
-    out = subprocess.run(argv, capture_output=True, text=True, env=env, check=True)
+def _timed(argv: list[str], env_: dict | None = None) -> float:
+    out = subprocess.run(argv, capture_output=True, text=True, env=env_, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])["seconds"]
 
 
@@ -61,7 +156,7 @@ def bench_gpu(repeats: int) -> dict:
     from tracer.capture.cupti import child_env, find_libcupti
 
     target = [str(ROOT / "scripts" / "bench_target.py")]
-    cupti_cmd = [sys.executable, "-m", "tracer.capture.cupti_child", str(Path(tempfile.gettempdir()) / "bench.sqlite"), "--", *target]
+    cupti_cmd = [sys.executable, "-m", "tracer.capture.cupti_child", str(CACHE / "bench.sqlite"), "--", *target]
     times: dict[str, list[float]] = {"untraced": [], "cupti": [], "torch.profiler": []}
     for _ in range(repeats):  # alternate, so drift hits all three alike
         times["untraced"].append(_timed([sys.executable, *target]))
@@ -76,14 +171,20 @@ def bench_gpu(repeats: int) -> dict:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
+    ap.add_argument("--baseline", type=Path, help="an older checkout to run the same cases with, side by side")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-cpu", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--json")
     args = ap.parse_args()
-    result = {}
+    result: dict = {}
     if not args.no_cpu:
-        result["analysis"] = bench_analysis()
+        unknown = [c for c in args.cases.split(",") if c not in CASES]
+        if unknown:
+            ap.error(f"unknown case(s) {', '.join(unknown)} (allowed: {', '.join(CASES)})")
+        print(f"cores: {'0,1 (taskset)' if pinned(['x']) != ['x'] else os.cpu_count()}", flush=True)
+        result["analysis"] = {c: bench_case(c, args.baseline) for c in args.cases.split(",")}
     if args.gpu:
         result["gpu"] = bench_gpu(args.repeats)
     if args.json:

@@ -9,8 +9,9 @@ import pytest
 
 from tests.conftest import DATA
 from tracer import artifact
-from tracer.artifact import CampaignRun, PairSpec, SanitizeRun, TraceRun, open_artifact
+from tracer.artifact import CampaignRun, SanitizeRun, TraceRun, open_artifact
 from tracer.errors import TraceFormatError
+from tracer.trace.pairs import PairSpec
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 TRACE = DATA / "traces" / "cast_transpose_dgrad.sqlite"

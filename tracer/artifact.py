@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any, Union
 
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
+from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
     from tracer.sanitize.model import ToolRun
-    from tracer.trace.analyze import Analysis
     from tracer.trace.model import Trace
 
 HEAD_BYTES = 1 << 16
@@ -33,37 +33,6 @@ class Kind(str, Enum):
     TRACE = "trace"
     SANITIZE = "sanitize"
     CAMPAIGN = "campaign"
-
-
-@dataclass(frozen=True)
-class PairSpec:
-    """The producer -> consumer pairs a run was analysed with (verdict.json `pair_spec`)."""
-
-    mode: str  # "none" | "all" | "globs"
-    globs: tuple[tuple[str, str], ...] = ()
-
-    @classmethod
-    def from_json(cls, value: object) -> PairSpec:
-        """{"mode": ..., "globs": [[p, c], ...]}, or the old joined string ("none", "all", "p:c, p:c")."""
-        if isinstance(value, dict) and value.get("mode") in ("none", "all", "globs"):
-            try:
-                return cls(str(value["mode"]), tuple((str(p), str(c)) for p, c in value.get("globs") or ()))
-            except (TypeError, ValueError):
-                pass
-        if isinstance(value, str) and value in ("none", "all", ""):
-            return cls(value or "none")
-        if isinstance(value, str) and all(part.count(":") == 1 for part in value.split(", ")):
-            return cls("globs", tuple(tuple(part.split(":")) for part in value.split(", ")))  # type: ignore[misc]
-        raise TraceFormatError(f"pair_spec {str(value)[:80]!r} is not 'none', 'all' or a list of producer/consumer globs")
-
-    def to_json(self) -> dict[str, object]:
-        return {"mode": self.mode, "globs": [list(g) for g in self.globs]}
-
-    def analyze(self, trace: Trace) -> Analysis:
-        """The trace's ordering verdicts for these pairs."""
-        from tracer.trace.analyze import analyze
-
-        return analyze(trace, list(self.globs), self.mode == "all")
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracer.artifact import PairSpec, TraceRun, expect, open_artifact
+from tracer.artifact import TraceRun, expect, open_artifact
 from tracer.errors import UsageError
+from tracer.trace.pairs import PairMode, PairSpec
 
 if TYPE_CHECKING:
     from tracer.artifact import Artifact
@@ -29,6 +30,13 @@ WORKLOAD_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
 )
 PAIRS_HELP = ("'all' or PRODUCER_GLOB:CONSUMER_GLOB (repeatable), e.g. '*/cast_transpose:*/dgrad'; "
               "default: the run's or the profile's pairs")
+
+
+def add_pair_options(p: argparse.ArgumentParser, default: str) -> None:
+    """--pairs, and --producer GLOB --consumer GLOB for names with '::' (see choose_pairs)."""
+    p.add_argument("--pairs", action="append", help=f"{PAIRS_HELP}, else {default}")
+    p.add_argument("--producer", action="append", help="producer glob, with --consumer (for names with '::'; repeatable)")
+    p.add_argument("--consumer", action="append", help="consumer glob of the --producer given at the same position")
 
 
 def add_workload_options(p: argparse.ArgumentParser) -> None:
@@ -90,23 +98,33 @@ def trace_target(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[
 def workload_command(spec: WorkloadSpec, workload: str, options: list[str]) -> tuple[str, list[str], PairSpec | None]:
     """(name, `tracer run` argv, the profile's pairs) of a workload with these workload options."""
     cmd = [sys.executable, "-m", "tracer", "run", workload, "--no-fail-on-check", *options]
-    return spec.name, cmd, PairSpec("globs", spec.pairs) if spec.pairs else None
+    return spec.name, cmd, PairSpec.of(spec.pairs) if spec.pairs else None
 
 
-def parse_pairs(given: list[str] | None) -> PairSpec | None:
-    """--pairs values as a PairSpec (None when none were given)."""
-    from tracer.trace.analyze import parse_pair_spec
+def add_analysis_options(p: argparse.ArgumentParser) -> None:
+    """What `trace run|analyze|import` judge and when they fail."""
+    add_pair_options(p, "all (hazards instead where the trace has memory access sets)")
+    p.add_argument("--json", action="store_true", help="print the verdict JSON")
+    p.add_argument("--fail-on-unordered", action="store_true", help="exit 1 when any pair is UNORDERED")
+    p.add_argument("--hazards", action=argparse.BooleanOptionalAction, default=True,
+                   help="memory hazards between streams (where the trace has memory access sets; default on)")
+    p.add_argument("--fail-on-hazard", action="store_true", help="exit 1 on any hazard, or when hazards cannot be checked")
 
-    if not given:
-        return None
-    if "all" in given:
-        return PairSpec("all")
-    return PairSpec("globs", tuple(parse_pair_spec(g) for g in given))
+
+def choose_pairs(args: argparse.Namespace | None, recorded: PairSpec | None, fallback: str = "all") -> PairSpec:
+    """--pairs and --producer/--consumer of args (None, or options it lacks: none given), else the
+    pairs the run or profile was made with, else `fallback`: 'all' (implicit: where the trace has
+    memory access sets, hazards judge instead) or 'none'."""
+    given = (getattr(args, "pairs", None), getattr(args, "producer", None), getattr(args, "consumer", None))
+    spec = PairSpec.from_args(*given, default=recorded)
+    return PairSpec(PairMode.NONE) if spec.implicit and fallback == "none" else spec
 
 
-def choose_pairs(given: list[str] | None, recorded: PairSpec | None, fallback: str) -> PairSpec:
-    """--pairs, else the pairs the run was made with, else the fallback mode ('all' or 'none')."""
-    return parse_pairs(given) or (recorded if recorded and recorded.mode != "none" else PairSpec(fallback))
+def hazards_wanted(args: argparse.Namespace) -> bool:
+    """--hazards (on by default); --fail-on-hazard needs it, refused before anything runs."""
+    if args.fail_on_hazard and not args.hazards:
+        raise UsageError("--fail-on-hazard needs the hazard check: drop --no-hazards")
+    return bool(args.hazards)
 
 
 def readable(path: Path) -> Path:

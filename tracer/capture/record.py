@@ -6,12 +6,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from tracer.artifact import PairSpec, TraceRun
+from tracer.artifact import TraceRun
 from tracer.errors import UsageError, unknown
 from tracer.proc import check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
-from tracer.trace.analyze import Analysis
+from tracer.trace.analyze import Analysis, analyze
+from tracer.trace.pairs import PairSpec
 
 BACKENDS = ("auto", "nsys", "cupti")
 
@@ -68,7 +69,7 @@ def _capture(req: CaptureRequest, out: Path, logs: Path):  # type: ignore[no-unt
     return cupti_capture(list(req.command), out, logs, req.timeout)
 
 
-def record(req: CaptureRequest, pairs: PairSpec) -> Recorded:
+def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """Capture, then analyse even when the target failed (its exit code is kept for the caller)."""
     from tracer.gpu import require_gpu_for_capture
     from tracer.trace.load import load_trace
@@ -88,14 +89,14 @@ def record(req: CaptureRequest, pairs: PairSpec) -> Recorded:
             tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {req.name} produced no trace (exit {res.returncode}); "
                              f"stderr ends: {tail or '(empty)'}")
-        analysis = pairs.analyze(load_trace(tmp / "trace.sqlite"))
+        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, hazards=hazards)
         write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
     return Recorded(req.output, res.returncode, analysis)
 
 
-def import_run(run: TraceRun, output: Path, pairs: PairSpec) -> Recorded:
+def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """A run directory from a trace made elsewhere (a copy of it, command.json, verdict.json)."""
-    analysis = pairs.analyze(run.load())
+    analysis = analyze(run.load(), pairs, hazards=hazards)
     with staged(output) as tmp:
         src = run.trace_file
         copy_file(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))

@@ -4,8 +4,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracer.artifact import CampaignRun, PairSpec, SanitizeRun, expect
-from tracer.cliargs import choose_pairs, open_source, open_trace
+from tracer.artifact import CampaignRun, SanitizeRun, expect
+from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace
 from tracer.errors import UsageError
 
 
@@ -17,7 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
     t.add_argument("--window", help="START:END in microseconds from the first kernel")
-    t.add_argument("--pairs", nargs="?", help="'all' or PRODUCER_GLOB:CONSUMER_GLOB to draw (default: the run's pairs)")
+    add_pair_options(t, "none")
     t.add_argument("--no-pairs", action="store_true", help="do not draw producer -> consumer pairs")
     t.add_argument("--size", default="16x7", help="inches WxH (100 dpi)")
     t.set_defaults(func=cmd_timeline)
@@ -43,13 +43,15 @@ def parse_size(text: str) -> tuple[float, float]:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import draw_timeline, save
+    from tracer.trace.analyze import analyze
+    from tracer.trace.pairs import PairMode, PairSpec
     from tracer.trace.selection import parse_range, parse_window, require_shown
     from tracer.trace.timeline import timeline_data
 
     size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
     run = open_trace(args.source)
-    spec = PairSpec("none") if args.no_pairs else choose_pairs([args.pairs] if args.pairs else None, run.pair_spec, "none")
-    a = spec.analyze(run.load())
+    spec = PairSpec(PairMode.NONE) if args.no_pairs else choose_pairs(args, run.pair_spec, "none")
+    a = analyze(run.load(), spec)
     data = timeline_data(a, window, rx, show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
     require_shown(a.trace, a.attribution, sum(lane.kernels for lane in data.lanes), rx, window)
     out = save(draw_timeline(data, size), args.output)

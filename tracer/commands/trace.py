@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.cliargs import PAIRS_HELP, add_workload_options, choose_pairs, open_trace
+from tracer.cliargs import add_analysis_options, add_workload_options, choose_pairs, hazards_wanted, open_trace
 from tracer.errors import ChecksFailed, TargetFailed
 
 
@@ -20,17 +20,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--timeout", type=float, default=1800, help="seconds before the whole process group is killed")
     r.add_argument("--cuda-event-trace", action="store_true", help="nsys: --cuda-event-trace=true for cross-stream edges")
     r.add_argument("--capture-range", help="nsys: only capture inside this NVTX range")
-    _analysis_options(r)
+    add_analysis_options(r)
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
     a = ts.add_parser("analyze", help="ordering verdicts and stream statistics of a run directory or trace file")
     a.add_argument("source", type=Path, help="run directory, .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
-    _analysis_options(a)
+    add_analysis_options(a)
     a.set_defaults(func=cmd_analyze)
     i = ts.add_parser("import", help="make a run directory from a trace made elsewhere")
     i.add_argument("source", type=Path, help=".sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
     i.add_argument("-o", "--output", type=Path, help="run directory (default runs/NAME-TIMESTAMP)")
-    _analysis_options(i)
+    add_analysis_options(i)
     i.set_defaults(func=cmd_import)
     e = ts.add_parser("export", help="export a trace for other viewers")
     e.add_argument("source", type=Path, help="run directory or trace file")
@@ -39,21 +39,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def _analysis_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--pairs", action="append", help=PAIRS_HELP + " (else all)")
-    p.add_argument("--json", action="store_true", help="print the verdict JSON")
-    p.add_argument("--fail-on-unordered", action="store_true", help="exit 1 when any pair is UNORDERED")
-
-
 def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
-    """Print the verdicts; then a failed target (exit 7) before UNORDERED pairs (exit 1, when asked)."""
+    """Print the verdicts; then a failed target (exit 7) before the checks asked for (exit 1)."""
     from tracer.trace.text import format_analysis
 
     print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
     if failed:
         raise TargetFailed(failed)
-    if args.fail_on_unordered and analysis.unordered:
-        raise ChecksFailed(f"{analysis.unordered} producer -> consumer pair(s) are UNORDERED")
+    problems = analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
+    if problems:
+        raise ChecksFailed("; ".join(problems))
     return 0
 
 
@@ -62,18 +57,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracer.cliargs import trace_target
     from tracer.store.rundir import default_run_dir
 
-    backend = choose_backend(args.backend)
+    backend, hazards = choose_backend(args.backend), hazards_wanted(args)
     name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
     out = args.output or default_run_dir(name)
     rec = record(CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace,
-                                args.capture_range), choose_pairs(args.pairs, profile_pairs, "all"))
+                                args.capture_range), choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
     return finish(rec.analysis, args, rec.target_failure)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    run = open_trace(args.source)
-    return finish(choose_pairs(args.pairs, run.pair_spec, "all").analyze(run.load()), args)
+    from tracer.trace.analyze import analyze
+
+    run, hazards = open_trace(args.source), hazards_wanted(args)
+    return finish(analyze(run.load(), choose_pairs(args, run.pair_spec), hazards=hazards), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -81,15 +78,16 @@ def cmd_import(args: argparse.Namespace) -> int:
     from tracer.store.rundir import default_run_dir
 
     out = args.output or default_run_dir(args.source.name.split(".")[0])
-    rec = import_run(open_trace(args.source), out, choose_pairs(args.pairs, None, "all"))
+    rec = import_run(open_trace(args.source), out, choose_pairs(args, None), hazards_wanted(args))
     print(f"run directory: {out}", file=sys.stderr)
     return finish(rec.analysis, args)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
+    from tracer.trace.analyze import analyze
 
     run = open_trace(args.source)
-    n = write_perfetto(choose_pairs(None, run.pair_spec, "none").analyze(run.load()), args.output)
+    n = write_perfetto(analyze(run.load(), choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
     print(f"wrote {args.output} ({n} events); open it in ui.perfetto.dev")
     return 0

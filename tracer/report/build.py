@@ -6,11 +6,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from tracer.artifact import Artifact, CampaignRun, PairSpec, SanitizeRun, TraceRun
+from tracer.artifact import Artifact, CampaignRun, SanitizeRun, TraceRun
 from tracer.report.html import Report
 from tracer.sanitize.model import ToolRun
 from tracer.trace.analyze import Analysis, analyze, top_kernels
 from tracer.trace.ordering import Verdict
+from tracer.trace.pairs import PairMode, PairSpec
 from tracer.trace.text import counts_text, edge_text
 
 MAX_FINDINGS_PER_RUN = 20
@@ -18,8 +19,7 @@ MAX_FINDINGS_PER_RUN = 20
 
 def trace_analysis(run: TraceRun, pairs: PairSpec | None = None) -> Analysis:
     """The run analysed with the given pairs, else the pairs its verdict was made with, else none."""
-    spec = pairs or run.pair_spec or PairSpec("none")
-    return analyze(run.load(), list(spec.globs), spec.mode == "all")
+    return analyze(run.load(), pairs or run.pair_spec or PairSpec(PairMode.NONE))
 
 
 def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range: str | None) -> None:

@@ -9,13 +9,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracer import resources
-from tracer.artifact import PairSpec, TraceRun, open_campaign, open_sanitize
+from tracer.artifact import TraceRun, open_campaign, open_sanitize
+from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
 
 DEMO_DIR = resources.DEMO_DIR
-DEMO_PAIRS = PairSpec("globs", (("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")))
+DEMO_PAIRS = PairSpec.of((("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")))
 FILES = ("timeline.png", "verdicts.png", "ablation.png", "report.html", "trace.perfetto.json")
 
 

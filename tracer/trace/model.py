@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from tracer.trace.memory import Memory
 
 
 class SyncKind(str, Enum):
@@ -97,6 +101,8 @@ class Trace:
     memcpy_count: int = 0
     memset_count: int = 0
     meta: dict[str, str] = field(default_factory=dict)
+    record_errors: dict[str, tuple[int, str]] = field(default_factory=dict)  # record type -> (lost, first error); -1 unknown
+    memory: Memory | None = None  # memory access sets (tracer captures with --memory)
 
     def kernel_name(self, i: int) -> str:
         return self.strings[int(self.kernels.name[i])]
@@ -104,3 +110,32 @@ class Trace:
 
 def empty_ints() -> np.ndarray:
     return np.zeros(0, dtype=np.int64)
+
+
+def expand_ranges(lo: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """The concatenation of arange(lo[i], lo[i] + n[i]) for all i, without a Python loop."""
+    total = int(n.sum())
+    if total == 0:
+        return empty_ints()
+    return np.repeat(lo - np.cumsum(n) + n, n) + np.arange(total, dtype=np.int64)
+
+
+def lex_search(keys: tuple[np.ndarray, np.ndarray], query: tuple[np.ndarray, np.ndarray], side: str = "left") -> np.ndarray:
+    """searchsorted over pairs (a, b) sorted lexicographically: on one int64 key a * span + b where
+    that cannot overflow (query b clipped to just outside the keys' range, which compares the same),
+    else on a structured array (slower)."""
+    a, b = keys
+    qa, qb = query
+    if len(a) == 0 or len(qa) == 0:
+        return np.zeros(len(qa), dtype=np.int64)
+    bmin, bmax = int(b.min()), int(b.max())
+    amin, amax = min(int(a.min()), int(qa.min())), max(int(a.max()), int(qa.max()))
+    span = bmax - bmin + 3
+    if (amax - amin + 1) * span < (1 << 62):
+        key = (a - amin) * span + (b - bmin + 1)
+        q = (qa - amin) * span + (np.clip(qb, bmin - 1, bmax + 1) - bmin + 1)
+        return np.searchsorted(key, q, side=side)  # type: ignore[call-overload]
+    dt = np.dtype([("a", np.int64), ("b", np.int64)])
+    k, q2 = np.empty(len(a), dtype=dt), np.empty(len(qa), dtype=dt)
+    k["a"], k["b"], q2["a"], q2["b"] = a, b, qa, qb
+    return np.searchsorted(k, q2, side=side)  # type: ignore[call-overload]

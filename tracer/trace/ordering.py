@@ -1,11 +1,16 @@
 """Happens-before between kernels: stream order, event record -> stream wait edges, and host
-synchronisations.
+synchronisations (stream, event and context syncs, and successful event/stream queries).
 
 Within a stream, work runs in submission order, which is correlation-id order. An event record
 on stream X at correlation r, waited on by stream Y at correlation w, orders everything submitted
 to X before r ahead of everything submitted to Y after w. Vector clocks over the records and waits
 (processed in correlation order, since a record is always submitted before the waits naming it)
 make each query a binary search, transitive chains included.
+
+In bulk, each kernel c has a frontier per other stream x: a correlation id F such that a kernel p
+on x is ordered before c exactly when p's correlation id is below F (one for event edges, one for
+host syncs). `order()` answers one pair with the edge that orders it; `verdicts()` answers arrays of
+pairs with the same verdicts and no edges.
 """
 from __future__ import annotations
 
@@ -14,9 +19,11 @@ from enum import Enum
 
 import numpy as np
 
+from tracer.trace.memory import QUERY_EVENT, QUERY_STREAM
 from tracer.trace.model import EventRecord, Sync, SyncKind, Trace
 
 StreamKey = tuple[int, int]  # (device, stream)
+HOST_KINDS = (SyncKind.STREAM, SyncKind.EVENT, SyncKind.CONTEXT)
 
 
 class Verdict(str, Enum):
@@ -31,13 +38,20 @@ class Verdict(str, Enum):
 
 
 _SEVERITY = {v: i for i, v in enumerate(Verdict)}
+VERDICTS = tuple(Verdict)  # verdict codes are positions here, which are also severities
+
+
+class EdgeKind(str, Enum):
+    STREAM_ORDER = "stream-order"
+    EVENT = "event"
+    HOST_SYNC = "host-sync"
 
 
 @dataclass(frozen=True)
 class Edge:
     """The evidence that orders a pair."""
 
-    kind: str  # "stream-order", "event", "host-sync"
+    kind: EdgeKind
     record_stream: int | None = None
     record_corr: int | None = None
     wait_stream: int | None = None
@@ -46,7 +60,9 @@ class Edge:
     api: str | None = None
 
     def to_json(self) -> dict[str, object]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        out = {k: v for k, v in self.__dict__.items() if v is not None}
+        out["kind"] = self.kind.value
+        return out
 
 
 @dataclass(frozen=True)
@@ -55,49 +71,128 @@ class Ordered:
     edge: Edge | None
 
 
+@dataclass(frozen=True)
+class HostCover:
+    """Host syncs covering one stream, as arrays: a kernel p on it is done once a sync with
+    value > p's correlation id returned; `corr`, `end`, `tid` say when the sync counts for a consumer."""
+
+    value: np.ndarray
+    corr: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+
+
+def dense_codes(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct values, each value's position among them): by counting where the values
+    span a small range (stream and device ids), else by sorting."""
+    if len(values) == 0:
+        return values, np.zeros(0, dtype=np.int64)
+    low, high = int(values.min()), int(values.max())
+    if high - low > (1 << 22):
+        distinct, inverse = np.unique(values, return_inverse=True)
+        return distinct, inverse.reshape(-1).astype(np.int64)
+    present = np.bincount(values - low, minlength=high - low + 1) > 0
+    code = np.cumsum(present) - 1
+    return np.flatnonzero(present) + low, code[values - low]
+
+
+def stream_keys(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey], np.ndarray]:
+    """The distinct (device, stream) pairs, sorted, and each row's position among them."""
+    if len(device) == 0:
+        return [], np.zeros(0, dtype=np.int64)
+    streams, s_inv = dense_codes(stream)
+    devices, d_inv = dense_codes(device)
+    keys, inverse = dense_codes(d_inv * len(streams) + s_inv)
+    pairs = [(int(devices[q // len(streams)]), int(streams[q % len(streams)])) for q in keys.tolist()]
+    return pairs, inverse
+
+
+def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """(value, mask) for each distinct value; one comparison when all are equal (the usual case:
+    kernels of one stream)."""
+    if len(values) and (values == values[0]).all():
+        return [(int(values[0]), np.ones(len(values), dtype=bool))]
+    return [(int(v), values == v) for v in np.unique(values).tolist()]
+
+
 class OrderingIndex:
     def __init__(self, trace: Trace, launch_tid: np.ndarray, launch_start: np.ndarray) -> None:
         self.trace = trace
         self.launch_tid, self.launch_start = launch_tid, launch_start
-        keys = {(int(d), int(s)) for d, s in zip(trace.kernels.device, trace.kernels.stream)}
-        keys |= {(r.device, r.stream) for r in trace.records} | {(y.device, y.stream) for y in trace.syncs if y.stream >= 0}
-        self.streams: list[StreamKey] = sorted(keys)
-        self.col = {k: i for i, k in enumerate(self.streams)}
+        k = trace.kernels
+        kernel_keys, inverse = stream_keys(k.device, k.stream)
         self.records = {r.key: r for r in trace.records}
-        self.unmatched_waits = 0
+        self.unmatched_queries = 0
+        queries = self._query_syncs(set(kernel_keys))
+        keys = set(kernel_keys) | {(r.device, r.stream) for r in trace.records}
+        keys |= {(y.device, y.stream) for y in (*trace.syncs, *queries) if y.stream >= 0}
+        self.streams: list[StreamKey] = sorted(keys)
+        self.col = {key: i for i, key in enumerate(self.streams)}
+        to_col = np.array([self.col[key] for key in kernel_keys], dtype=np.int64)
+        self.kernel_col = to_col[inverse] if len(inverse) else inverse  # each kernel's stream, a position in streams
         self._build_clocks()
-        self._host = sorted((y for y in trace.syncs if y.kind in (SyncKind.STREAM, SyncKind.EVENT, SyncKind.CONTEXT)),
-                            key=lambda y: y.corr)
+        self._host = sorted((y for y in (*trace.syncs, *queries) if y.kind in HOST_KINDS), key=lambda y: y.corr)
         self._host_corr = np.array([y.corr for y in self._host], dtype=np.int64)
+        self._covers_cache: dict[int, HostCover] = {}
+
+    def _query_syncs(self, kernel_keys: set[StreamKey]) -> list[Sync]:
+        """Successful cudaEventQuery / cudaStreamQuery calls: the host saw the work complete, as an
+        event or stream sync would have (PyTorch's allocator does this before reusing a block
+        recorded with record_stream)."""
+        memory = self.trace.memory
+        if memory is None or len(memory.queries.corr) == 0:
+            return []
+        q = memory.queries
+        by_corr = {r.corr: r for r in self.trace.records}
+        devices: dict[int, list[int]] = {}
+        for dev, stream in kernel_keys | {(r.device, r.stream) for r in self.trace.records}:
+            devices.setdefault(stream, []).append(dev)
+        out = []
+        for corr, kind, rec_corr, stream, start, end, tid in zip(*(a.tolist() for a in (q.corr, q.kind, q.record_corr,
+                                                                                    q.stream, q.start, q.end, q.tid))):
+            rec: EventRecord | None = by_corr.get(rec_corr) if kind == QUERY_EVENT else None
+            devs = devices.get(stream, []) if kind == QUERY_STREAM else []
+            if rec is not None:
+                out.append(Sync(SyncKind.EVENT, rec.device, -1, corr, rec.key, start, end, tid, "cudaEventQuery"))
+            elif len(devs) == 1:
+                out.append(Sync(SyncKind.STREAM, devs[0], stream, corr, -1, start, end, tid, "cudaStreamQuery"))
+            else:
+                self.unmatched_queries += 1
+        return out
 
     # -- event edges -------------------------------------------------------------------------
     def _build_clocks(self) -> None:
+        """One pass over records and waits in correlation order (a record sorts before a wait with
+        the same id); plain lists and tuples, since the clocks are as short as the streams are few."""
         n = len(self.streams)
-        cur = np.full((n, n), -1, dtype=np.int64)  # cur[y][x]: x's work before this corr is done before y continues
-        rec_clock: dict[int, np.ndarray] = {}
-        waits: dict[int, list[tuple[int, np.ndarray, Sync]]] = {i: [] for i in range(n)}
-        ops: list[tuple[int, int, object]] = [(r.corr, 0, r) for r in self.trace.records]
-        ops += [(y.corr, 1, y) for y in self.trace.syncs if y.kind is SyncKind.WAIT]
-        for _, what, op in sorted(ops, key=lambda o: (o[0], o[1])):
+        cur: list[tuple[int, ...]] = [(-1,) * n] * n  # cur[y][x]: x's work before this corr is done before y continues
+        rec_clock: dict[int, tuple[int, ...]] = {}
+        records = self.trace.records
+        wait_syncs = [y for y in self.trace.syncs if y.kind is SyncKind.WAIT]
+        r_col = [self.col[(r.device, r.stream)] for r in records]
+        w_col = [self.col[(w.device, w.stream)] for w in wait_syncs]
+        ops = sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)])
+        matched: list[tuple[int, int, tuple[int, ...]]] = []  # (wait, its stream, the stream's clock after it)
+        for corr, what, i in ops:
             if what == 0:
-                r: EventRecord = op  # type: ignore[assignment]
-                x = self.col[(r.device, r.stream)]
-                clock = cur[x].copy()
-                clock[x] = max(clock[x], r.corr)
-                rec_clock[r.key] = clock
-            else:
-                w: Sync = op  # type: ignore[assignment]
-                clock = rec_clock.get(w.key)
-                if clock is None:
-                    self.unmatched_waits += 1
-                    continue
-                y = self.col[(w.device, w.stream)]
-                cur[y] = np.maximum(cur[y], clock)
-                waits[y].append((w.corr, cur[y].copy(), w))
-        self.wait_corr = {y: np.array([c for c, _, _ in v], dtype=np.int64) for y, v in waits.items()}
-        self.wait_clock = {y: (np.stack([c for _, c, _ in v]) if v else np.zeros((0, n), dtype=np.int64)) for y, v in waits.items()}
-        self.wait_sync = {y: [w for _, _, w in v] for y, v in waits.items()}
-        self.event_edges = sum(len(v) for v in waits.values())
+                x = r_col[i]
+                own = cur[x]
+                rec_clock[records[i].key] = own[:x] + (max(own[x], corr),) + own[x + 1:]
+                continue
+            clock = rec_clock.get(wait_syncs[i].key)
+            if clock is None:
+                continue
+            y = w_col[i]
+            cur[y] = tuple(map(max, cur[y], clock))
+            matched.append((i, y, cur[y]))
+        self.unmatched_waits = len(wait_syncs) - len(matched)
+        by_stream: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {y: [] for y in range(n)}
+        for m in matched:
+            by_stream[m[1]].append(m)
+        self.wait_corr = {y: np.array([wait_syncs[i].corr for i, _, _ in v], dtype=np.int64) for y, v in by_stream.items()}
+        self.wait_clock = {y: np.array([c for _, _, c in v], dtype=np.int64).reshape(len(v), n) for y, v in by_stream.items()}
+        self.wait_sync = {y: [wait_syncs[i] for i, _, _ in v] for y, v in by_stream.items()}
+        self.event_edges = len(matched)
 
     def _event_edge(self, x: int, p_corr: int, y: int, c_corr: int) -> Edge | None:
         corrs = self.wait_corr[y]
@@ -107,7 +202,17 @@ class OrderingIndex:
         first = int(np.argmax(self.wait_clock[y][:hi, x] > p_corr))  # the earliest wait that orders them
         w = self.wait_sync[y][first]
         rec = self.records[w.key]
-        return Edge("event", rec.stream, rec.corr, w.stream, w.corr, w.key, w.api)
+        return Edge(EdgeKind.EVENT, rec.stream, rec.corr, w.stream, w.corr, w.key, w.api)
+
+    def event_frontier(self, c: np.ndarray, x: int) -> np.ndarray:
+        """Per kernel c: the correlation id below which stream x's work is ordered before c by event
+        edges (-1: none)."""
+        out = np.full(len(c), -1, dtype=np.int64)
+        for y, m in groups(self.kernel_col[c]):
+            hi = np.searchsorted(self.wait_corr[y], self.trace.kernels.corr[c[m]])
+            clock = self.wait_clock[y][:, x]
+            out[m] = np.where(hi > 0, clock[np.maximum(hi - 1, 0)] if len(clock) else -1, -1)
+        return out
 
     # -- host synchronisation ----------------------------------------------------------------
     def _host_edge(self, p: int, c: int) -> Edge | None:
@@ -122,7 +227,7 @@ class OrderingIndex:
             same_thread = y.tid >= 0 and y.tid == self.launch_tid[c]
             later = self.launch_start[c] >= 0 and self.launch_start[c] >= y.end
             if same_thread or later:
-                return Edge("host-sync", wait_stream=y.stream if y.stream >= 0 else None, wait_corr=y.corr, api=y.api)
+                return Edge(EdgeKind.HOST_SYNC, wait_stream=y.stream if y.stream >= 0 else None, wait_corr=y.corr, api=y.api)
         return None
 
     def _covers(self, y: Sync, p_key: StreamKey, p_corr: int) -> bool:
@@ -133,14 +238,62 @@ class OrderingIndex:
         rec = self.records.get(y.key)  # EVENT: the record must follow the producer on its stream
         return rec is not None and (rec.device, rec.stream) == p_key and rec.corr > p_corr
 
-    # -- the query ---------------------------------------------------------------------------
+    def host_cover(self, x: int) -> HostCover:
+        """The host syncs that cover stream x, with the correlation id each completes x up to
+        (a stream or context sync: everything submitted before it; an event sync: the record)."""
+        if x in self._covers_cache:
+            return self._covers_cache[x]
+        dev, stream = self.streams[x]
+        rows = []
+        for y in self._host:
+            if y.kind is SyncKind.CONTEXT and y.device == dev or y.kind is SyncKind.STREAM and (y.device, y.stream) == (dev, stream):
+                rows.append((y.corr, y.corr, y.end, y.tid))
+            elif y.kind is SyncKind.EVENT:
+                rec = self.records.get(y.key)
+                if rec is not None and (rec.device, rec.stream) == (dev, stream):
+                    rows.append((min(rec.corr, y.corr), y.corr, y.end, y.tid))
+        arr = np.array(rows, dtype=np.int64).reshape(len(rows), 4)
+        cover = HostCover(*(np.ascontiguousarray(arr[:, i]) for i in range(4)))
+        self._covers_cache[x] = cover
+        return cover
+
+    def host_frontier(self, c: np.ndarray, x: int) -> np.ndarray:
+        """Per kernel c: the correlation id below which stream x's work is ordered before c by a host
+        sync that returned before c was launched (on c's launching thread, or earlier in time)."""
+        cov = self.host_cover(x)
+        out = np.full(len(c), -1, dtype=np.int64)
+        if len(cov.value) == 0:
+            return out
+        c_corr, ls, tid = self.trace.kernels.corr[c], self.launch_start[c], self.launch_tid[c]
+        by_end = np.argsort(cov.end, kind="stable")
+        end, value, corr = cov.end[by_end], np.maximum.accumulate(cov.value[by_end]), np.maximum.accumulate(cov.corr[by_end])
+        j = np.searchsorted(end, ls, side="right") - 1
+        timed = (ls >= 0) & (j >= 0)
+        out = np.where(timed, value[np.maximum(j, 0)], -1)
+        for t in np.unique(cov.tid[cov.tid >= 0]).tolist():  # the few threads that synchronised
+            m = tid == t
+            if not m.any():
+                continue
+            mine = np.nonzero(cov.tid == t)[0]
+            mine = mine[np.argsort(cov.corr[mine], kind="stable")]
+            best = np.maximum.accumulate(cov.value[mine])
+            jt = np.searchsorted(cov.corr[mine], c_corr[m], side="left") - 1
+            out[m] = np.maximum(out[m], np.where(jt >= 0, best[np.maximum(jt, 0)], -1))
+        # a sync that ended before the launch but was submitted after it (clocks disagree with
+        # correlation order) must not count: recompute those kernels exactly
+        for i in np.nonzero(timed & (corr[np.maximum(j, 0)] >= c_corr))[0].tolist():
+            ok = (cov.corr < c_corr[i]) & (((cov.tid >= 0) & (cov.tid == tid[i])) | (cov.end <= ls[i]))
+            out[i] = int(cov.value[ok].max()) if ok.any() else -1
+        return out
+
+    # -- the queries -------------------------------------------------------------------------
     def order(self, p: int, c: int) -> Ordered:
         """How kernel p (producer) is ordered before kernel c (consumer)."""
         k = self.trace.kernels
         px, cy = (int(k.device[p]), int(k.stream[p])), (int(k.device[c]), int(k.stream[c]))
         p_corr, c_corr = int(k.corr[p]), int(k.corr[c])
         if px == cy and p_corr < c_corr:
-            return Ordered(Verdict.SAME_STREAM, Edge("stream-order"))
+            return Ordered(Verdict.SAME_STREAM, Edge(EdgeKind.STREAM_ORDER))
         if px != cy:
             edge = self._event_edge(self.col[px], p_corr, self.col[cy], c_corr)
             if edge is not None:
@@ -149,3 +302,25 @@ class OrderingIndex:
         if edge is not None:
             return Ordered(Verdict.HOST_SYNCHRONIZED, edge)
         return Ordered(Verdict.UNORDERED, None)
+
+    def verdicts(self, p: np.ndarray, c: np.ndarray) -> np.ndarray:
+        """The verdict code (position in VERDICTS) of each pair p[i] -> c[i], as order() decides it."""
+        k = self.trace.kernels
+        p_corr, c_corr = k.corr[p], k.corr[c]
+        xs, ys = self.kernel_col[p], self.kernel_col[c]
+        out = np.full(len(p), VERDICTS.index(Verdict.UNORDERED), dtype=np.int8)
+        same = (xs == ys) & (p_corr < c_corr)
+        out[same] = VERDICTS.index(Verdict.SAME_STREAM)
+        for x, in_x in groups(xs):
+            m = np.flatnonzero(in_x & ~same)
+            cross = ys[m] != x
+            event = cross & (p_corr[m] < self.event_frontier(c[m], x))
+            host = ~event & (p_corr[m] < self.host_frontier(c[m], x))
+            out[m[event]] = VERDICTS.index(Verdict.EVENT_ORDERED)
+            out[m[host]] = VERDICTS.index(Verdict.HOST_SYNCHRONIZED)
+        return out
+
+    def frontier(self, c: np.ndarray, x: int) -> np.ndarray:
+        """Per kernel c: the correlation id below which stream x's work happens before c, by event
+        edges or host syncs (a kernel on x below it is ordered before c)."""
+        return np.maximum(self.event_frontier(c, x), self.host_frontier(c, x))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
 from tracer.trace.ordering import Edge, Verdict
+from tracer.trace.pairs import PairMode, PairSpec
 
 SHOWN_UNORDERED = 15
 SHOWN_STREAMS = 10
@@ -25,15 +26,9 @@ def edge_text(edge: Edge | None) -> str:
     return str(kind)
 
 
-def pair_spec_text(spec: object) -> str:
-    """A pair spec for people: 'all kernel pairs', 'none', or 'P -> C, ...' (old strings and
-    structured {"mode", "globs"} alike)."""
-    if isinstance(spec, dict):
-        mode = spec.get("mode")
-        if mode == "globs":
-            return ", ".join(f"{p} -> {c}" for p, c in spec.get("globs", []))
-        spec = mode
-    return {"all": "all kernel pairs", "none": "none (give --pairs)"}.get(str(spec), str(spec))
+def pair_spec_text(spec: PairSpec) -> str:
+    """A pair spec for people: 'all kernel pairs', 'none', or 'P -> C, ...'."""
+    return {PairMode.ALL: "all kernel pairs", PairMode.NONE: "none (give --pairs)"}.get(spec.mode, str(spec))
 
 
 def counts_text(counts: dict[str, int]) -> str:
@@ -58,11 +53,11 @@ def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
 
 
 def verdict_lines(a: Analysis) -> list[str]:
-    unordered = [p for p in a.pairs if p.verdict is Verdict.UNORDERED]
-    lines = [f"UNORDERED: {len(unordered)} pair(s)" + (" (nothing orders the consumer after its producer)" if unordered else "")]
+    unordered = [p for p in a.pairs if p.verdict is Verdict.UNORDERED]  # for `all`, the listed ones
+    lines = [f"UNORDERED: {a.unordered} pair(s)" + (" (nothing orders the consumer after its producer)" if a.unordered else "")]
     lines += [f"  {pair_line(p)}" for p in unordered[:SHOWN_UNORDERED]]
-    if len(unordered) > SHOWN_UNORDERED:
-        lines.append(f"  ... {len(unordered) - SHOWN_UNORDERED} more (--json lists up to 200)")
+    if a.unordered > SHOWN_UNORDERED:
+        lines.append(f"  ... {a.unordered - SHOWN_UNORDERED} more (--json lists up to 200)")
     for v in ORDER[1:]:
         first = next((p for p in a.pairs if p.verdict is v), None)
         example = f"; e.g. {pair_line(first)} by {edge_text(first.edge)}" if first else ""
@@ -79,5 +74,6 @@ def format_analysis(a: Analysis) -> str:
              f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch "
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",
-             *stream_lines(a.streams)]
+             *stream_lines(a.streams),
+             *a.report_lines()]
     return "\n".join(lines)

@@ -1,0 +1,401 @@
+"""Cross-stream memory hazards (docs/design/capture-memory-jobs.md): pairs of kernels on different
+streams of one process and device whose byte ranges overlap, at least one writing, with no
+happens-before edge either way.
+
+How it stays linear: accesses are grouped into address components (per device, the connected runs
+of overlapping byte ranges; accesses in different components cannot overlap). For a consumer access
+b on stream t and another stream s, the accesses on s submitted before b and not ordered before it
+are those with a correlation id in [F, b) where F is b's frontier on s (made monotone along t:
+whatever is ordered before an earlier kernel on t is ordered before b too). Within b's component
+that is one contiguous window of s's accesses sorted by (component, correlation id), found by
+binary search; only the pairs inside windows have their bytes compared. An access submitted before
+b can never be ordered after it, so each unordered pair is found once, from its later access.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from tracer.trace.attribution import Attribution
+from tracer.trace.memory import READ, WRITE, Memory, kernel_accesses
+from tracer.trace.model import Trace, expand_ranges, lex_search
+from tracer.trace.ordering import OrderingIndex
+
+MAX_LISTED_HAZARDS = 200
+NO_FRONTIER = np.iinfo(np.int64).min
+NO_MEMORY_NOTE = "hazards: the trace has no memory access sets (capture with `trace run --memory`); not checked"
+
+
+class HazardKind(str, Enum):
+    RAW = "RAW"  # the producer writes, the consumer reads
+    WAR = "WAR"  # the producer reads, the consumer writes
+    WAW = "WAW"
+    REUSE = "reuse"  # different allocation instances over the same bytes: memory freed and reused
+
+
+KINDS = tuple(HazardKind)
+
+
+@dataclass(frozen=True)
+class KernelRef:
+    kernel: str
+    range: str
+    rule: str
+    stream: int
+    corr: int
+    op: str | None
+    start_ns: int
+    end_ns: int
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class AllocationRef:
+    id: int
+    label: str | None
+    bytes: int
+    stream: int
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class Hazard:
+    kind: HazardKind
+    may: bool  # a direction or extent was guessed
+    gap_ns: int  # consumer start - producer end; negative: they ran at the same time
+    producer: KernelRef
+    consumer: KernelRef
+    address: int  # the first overlapping byte range found
+    bytes: int
+    allocation: AllocationRef | None  # the consumer's allocation
+    previous_allocation: AllocationRef | None  # reuse: the producer's (freed) allocation
+
+    def to_json(self) -> dict[str, object]:
+        memory: dict[str, object] = {"address": self.address, "bytes": self.bytes,
+                                     "allocation": self.allocation.to_json() if self.allocation else None}
+        if self.previous_allocation is not None:
+            memory["previous_allocation"] = self.previous_allocation.to_json()
+        return {"kind": self.kind.value, "may": self.may, "gap_ns": self.gap_ns, "producer": self.producer.to_json(),
+                "consumer": self.consumer.to_json(), "memory": memory}
+
+
+@dataclass(frozen=True)
+class Hazards:
+    memory: bool
+    kernels_with_memory: int = 0
+    kernels_without_memory: int = 0
+    unjudged: int = 0  # kernels without a memory set on a device with more than one stream
+    launch_unknown: tuple[tuple[str, int, str], ...] = ()  # (kernel, count, reason)
+    counts: tuple[tuple[str, int], ...] = ()
+    listed: tuple[Hazard, ...] = ()
+    host_queries: int = 0
+    unmatched_queries: int = 0
+
+    @property
+    def found(self) -> int:
+        c = dict(self.counts)
+        return sum(c.get(k.value, 0) for k in KINDS)
+
+    def to_json(self) -> dict[str, object]:
+        if not self.memory:
+            return {"memory": False, "note": NO_MEMORY_NOTE}
+        return {"memory": True, "kernels_with_memory": self.kernels_with_memory,
+                "kernels_without_memory": self.kernels_without_memory, "unjudged_kernels": self.unjudged,
+                "launch_unknown": [{"kernel": k, "count": n, "reason": r} for k, n, r in self.launch_unknown],
+                "host_queries": self.host_queries, "unmatched_host_queries": self.unmatched_queries,
+                "counts": dict(self.counts), "listed": [h.to_json() for h in self.listed]}
+
+    def failures(self) -> list[str]:
+        if not self.memory:
+            return ["hazards cannot be checked: the trace has no memory access sets (capture with --memory)"]
+        out = [f"{self.found} cross-stream memory hazard(s)"] if self.found else []
+        if self.unjudged:
+            out.append(f"{self.unjudged} kernel(s) on multi-stream devices have no memory access set: hazards unknown for them")
+        return out
+
+    def text_lines(self, shown: int = 20) -> list[str]:
+        if not self.memory:
+            return [NO_MEMORY_NOTE]
+        c = dict(self.counts)
+        lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); "
+                 f"{self.kernels_with_memory} kernels with memory sets, {self.kernels_without_memory} without"]
+        if self.unjudged:
+            lines.append(f"warning: {self.unjudged} kernel(s) on multi-stream devices have no memory access set; "
+                         "hazards among them are unknown")
+        lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
+        for h in self.listed[:shown]:
+            may = " (may)" if h.may else ""
+            lines.append(f"  {h.kind.value}{may:<6} {h.producer.range} [{h.producer.kernel}, s{h.producer.stream}] -> "
+                         f"{h.consumer.range} [{h.consumer.kernel}, s{h.consumer.stream}] {h.bytes} B at {h.address:#x}, "
+                         f"gap {h.gap_ns / 1e3:.1f} us")
+        if len(self.listed) > shown:
+            lines.append(f"  ... {self.found - shown} more (--json lists up to {MAX_LISTED_HAZARDS})")
+        return lines
+
+
+@dataclass(frozen=True)
+class AccessRows:
+    """One row per (kernel, access) of the kernels with memory sets, with what the search needs."""
+
+    kernel: np.ndarray
+    row: np.ndarray  # row of Memory.launches
+    col: np.ndarray  # the kernel's stream (a position in OrderingIndex.streams)
+    corr: np.ndarray
+    address: np.ndarray
+    end: np.ndarray  # address + bytes
+    mode: np.ndarray
+    comp: np.ndarray  # address component: rows in different components cannot overlap
+
+
+def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[AccessRows, np.ndarray]:
+    """The access rows that could conflict (non-empty ranges in components touched from more than one
+    stream, one of them writing) and, per kernel, whether it has a memory set."""
+    ka = kernel_accesses(memory, trace.kernels.corr)
+    la = memory.launches
+    keep = la.size[ka.row] > 0
+    kern, row = ka.kernel[keep], ka.row[keep]
+    address, end = la.address[row], la.address[row] + la.size[row]
+    col, mode = index.kernel_col[kern], la.mode[row]
+    comp, order = _components(address, end, trace.kernels.device[kern])
+    live = _shared(comp[order], col[order], mode[order])[comp] if len(comp) else np.zeros(0, dtype=bool)
+    rows = AccessRows(kern[live], row[live], col[live], trace.kernels.corr[kern[live]], address[live], end[live],
+                      mode[live], comp[live])
+    return rows, ka.kernels_with_memory
+
+
+def _components(address: np.ndarray, end: np.ndarray, device: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each range's address component (per device, the connected runs of overlapping ranges:
+    [a, b) and [b, c) do not overlap), numbered in address order, and that order."""
+    order = np.lexsort((address, device))
+    reach = _running_max(end[order], device[order])
+    new = np.r_[True, (device[order][1:] != device[order][:-1]) | (address[order][1:] >= reach[:-1])] if len(order) else order
+    comp = np.empty(len(order), dtype=np.int64)
+    comp[order] = np.cumsum(new) - 1
+    return comp, order
+
+
+def _shared(comp: np.ndarray, col: np.ndarray, mode: np.ndarray) -> np.ndarray:
+    """Per component (rows given in component order): touched from more than one stream, one writing."""
+    heads = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
+    several = np.minimum.reduceat(col, heads) != np.maximum.reduceat(col, heads)
+    return several & np.maximum.reduceat((mode & WRITE) > 0, heads)
+
+
+def _running_max(end: np.ndarray, device: np.ndarray) -> np.ndarray:
+    """Running maximum of end, restarting at each device (rows sorted by device)."""
+    if len(end) == 0:
+        return end
+    starts = np.flatnonzero(np.r_[True, device[1:] != device[:-1]])
+    out = np.empty_like(end)
+    for a, b in zip(starts.tolist(), [*starts[1:].tolist(), len(end)]):
+        out[a:b] = np.maximum.accumulate(end[a:b])
+    return out
+
+
+@dataclass
+class _Found:
+    producer: list[np.ndarray]
+    consumer: list[np.ndarray]
+    ordered_p: list[np.ndarray]
+    ordered_c: list[np.ndarray]
+
+
+class _Keys:
+    """(component, correlation id) as one sortable int64: component * width + the id's offset from
+    the smallest id (or its rank among the rows' ids where that could overflow)."""
+
+    def __init__(self, rows: AccessRows) -> None:
+        low = int(rows.corr.min()) if len(rows.corr) else 0
+        high = int(rows.corr.max()) if len(rows.corr) else 0
+        comps = int(rows.comp.max()) + 1 if len(rows.comp) else 1
+        self.ids = None if comps * (high - low + 3) < (1 << 62) else np.unique(rows.corr)
+        self.low, self.high = low, high
+        self.width = high - low + 3 if self.ids is None else len(self.ids) + 1
+        self.rows = self.at_least(rows.comp, rows.corr)
+
+    def at_least(self, comp: np.ndarray, corr: np.ndarray) -> np.ndarray:
+        """The key of (comp, corr): rows of comp with an id >= corr have keys >= it, the others below."""
+        if self.ids is None:
+            return comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
+        return comp * self.width + np.searchsorted(self.ids, corr, side="left")
+
+
+@dataclass(frozen=True)
+class StreamRows:
+    """The access rows of one stream sorted by (component, correlation id), all and writers only."""
+
+    rows: np.ndarray
+    keys: np.ndarray
+    writes: np.ndarray
+    write_keys: np.ndarray
+
+
+def _stream_rows(rows: AccessRows, keys: _Keys, s: int) -> StreamRows:
+    mine = np.flatnonzero(rows.col == s)
+    mine = mine[np.argsort(keys.rows[mine], kind="stable")]
+    w = mine[(rows.mode[mine] & WRITE) > 0]
+    return StreamRows(mine, keys.rows[mine], w, keys.rows[w])
+
+
+def _search(index: OrderingIndex, rows: AccessRows, keys: _Keys, on_t: np.ndarray, rank: np.ndarray, cons: StreamRows,
+            prods: StreamRows, s: int, found: _Found) -> None:
+    """Unordered and newly ordered conflicting pairs between the consumer rows of one stream (its
+    kernels on_t in correlation order; rank: each consumer row's kernel's position there) and the
+    producer rows of stream s."""
+    front = np.maximum.accumulate(index.frontier(on_t, s)) if len(on_t) else on_t
+    b = cons.rows
+    lo_key = keys.at_least(rows.comp[b], np.minimum(front[rank], rows.corr[b]))
+    writer = (rows.mode[b] & WRITE) > 0
+    for pool, pool_keys, mine in ((prods.rows, prods.keys, writer), (prods.writes, prods.write_keys, ~writer)):
+        lo = np.searchsorted(pool_keys, lo_key[mine])
+        hi = np.searchsorted(pool_keys, cons.keys[mine])
+        p, c = _overlapping(rows, pool, b[mine], lo, hi)
+        found.producer.append(p)
+        found.consumer.append(c)
+    _ordered(rows, keys, b, prods, lo_key, found)
+
+
+def _overlapping(rows: AccessRows, pool: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The (producer, consumer) row pairs in the windows whose byte ranges overlap."""
+    n = np.maximum(hi - lo, 0)
+    p = pool[expand_ranges(lo, n)]
+    c = np.repeat(b, n)
+    hit = (rows.address[p] < rows.end[c]) & (rows.address[c] < rows.end[p])
+    return p[hit], c[hit]
+
+
+def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, lo_key: np.ndarray, found: _Found) -> None:
+    """Conflicting pairs whose order is established: each producer counted against the first consumer
+    access of its component on this stream that it is ordered before (windows [previous F, F)).
+    b is sorted by (component, correlation id), so its frontier keys rise within a component."""
+    comp = rows.comp[b]
+    first = np.r_[True, comp[1:] != comp[:-1]] if len(b) else np.zeros(0, dtype=bool)
+    prev = np.where(first, comp * keys.width, np.r_[0, lo_key[:-1]][:len(b)])
+    p, c = _overlapping(rows, prods.rows, b, np.searchsorted(prods.keys, prev), np.searchsorted(prods.keys, lo_key))
+    conflict = ((rows.mode[p] | rows.mode[c]) & WRITE) > 0
+    found.ordered_p.append(p[conflict])
+    found.ordered_c.append(c[conflict])
+
+
+def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazards:
+    memory = trace.memory
+    if memory is None or not memory.recorded:
+        return Hazards(memory=False)
+    rows, with_memory = access_rows(trace, index, memory)
+    keys = _Keys(rows)
+    found = _Found([], [], [], [])
+    used = np.unique(rows.col).tolist()
+    per = {x: _stream_rows(rows, keys, x) for x in used}
+    k = trace.kernels
+    position = np.zeros(len(k), dtype=np.int64)
+    for t in used:
+        on_t = np.flatnonzero(index.kernel_col == t)
+        on_t = on_t[np.argsort(k.corr[on_t], kind="stable")]
+        position[on_t] = np.arange(len(on_t))
+        rank = position[rows.kernel[per[t].rows]]
+        for s in used:
+            if s != t and index.streams[s][0] == index.streams[t][0]:
+                _search(index, rows, keys, on_t, rank, per[t], per[s], s, found)
+    p, c = _cat(found.producer), _cat(found.consumer)
+    kinds, may = _classify(memory, rows, p, c)
+    first, group_may = _groups(rows.kernel[p], rows.kernel[c], kinds, may)
+    counts = {kind.value: int((kinds[first] == i).sum()) for i, kind in enumerate(KINDS)}
+    counts["may"] = int(group_may.sum())
+    op_, oc = _cat(found.ordered_p), _cat(found.ordered_c)
+    counts["ordered"] = len(_groups(rows.kernel[op_], rows.kernel[oc], np.zeros(len(op_), dtype=np.int64),
+                                    np.ones(len(op_), dtype=bool))[0])
+    listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
+    return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
+                   _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
+                   index.unmatched_queries)
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
+def _classify(memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Kind code (position in KINDS) and `may` per access pair."""
+    la = memory.launches
+    pa, ca = la.allocation[rows.row[p]], la.allocation[rows.row[c]]
+    pm, cm = rows.mode[p], rows.mode[c]
+    pw, pr, cw, cr = (pm & WRITE) > 0, (pm & READ) > 0, (cm & WRITE) > 0, (cm & READ) > 0
+    kind = np.where(pw & cr, KINDS.index(HazardKind.RAW), np.where(pr & cw, KINDS.index(HazardKind.WAR),
+                                                                   KINDS.index(HazardKind.WAW)))
+    kind = np.where((pa >= 0) & (ca >= 0) & (pa != ca), KINDS.index(HazardKind.REUSE), kind).astype(np.int64)
+    may = (la.exact[rows.row[p]] == 0) | (la.exact[rows.row[c]] == 0)
+    return kind, may
+
+
+def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """One access pair per (producer kernel, consumer kernel, kind), the first found, and whether
+    flag holds for every access pair of its group."""
+    order = np.lexsort((np.arange(len(pk)), kinds, ck, pk))
+    if len(order) == 0:
+        return order, np.zeros(0, dtype=bool)
+    head = np.flatnonzero(np.r_[True, (pk[order][1:] != pk[order][:-1]) | (ck[order][1:] != ck[order][:-1])
+                                | (kinds[order][1:] != kinds[order][:-1])])
+    return order[head], np.logical_and.reduceat(flag[order], head)
+
+
+def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> int:
+    """Kernels without a memory set on a device where more than one stream ran kernels."""
+    dev = np.array([d for d, _ in index.streams], dtype=np.int64)
+    used = np.unique(index.kernel_col)
+    devs, n = np.unique(dev[used], return_counts=True)
+    multi = devs[n > 1]
+    return int((~with_memory & np.isin(dev[index.kernel_col], multi)).sum()) if len(index.kernel_col) else 0
+
+
+def _launch_unknown(trace: Trace, memory: Memory) -> tuple[tuple[str, int, str], ...]:
+    u = memory.unknown
+    names = [trace.strings[int(n)] if n >= 0 else "<unknown>" for n in u.name.tolist()]
+    counts: dict[tuple[str, str], int] = {}
+    for name, reason in zip(names, u.reason):
+        counts[(name, reason)] = counts.get((name, reason), 0) + 1
+    return tuple((name, n, reason) for (name, reason), n in sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def _listed(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray,
+            kinds: np.ndarray, may: np.ndarray) -> tuple[Hazard, ...]:
+    """Up to MAX_LISTED_HAZARDS, those that ran at the same time first, then in submission order."""
+    k = trace.kernels
+    pk, ck = rows.kernel[p], rows.kernel[c]
+    gap = k.start[ck] - k.end[pk]
+    pick = np.lexsort((rows.corr[p], rows.corr[c], gap >= 0))[:MAX_LISTED_HAZARDS]
+    out = []
+    for i in pick.tolist():
+        start = max(int(rows.address[p[i]]), int(rows.address[c[i]]))
+        stop = min(int(rows.end[p[i]]), int(rows.end[c[i]]))
+        kind = KINDS[int(kinds[i])]
+        alloc = _allocation(trace, memory, int(memory.launches.allocation[rows.row[c[i]]]))
+        prev = _allocation(trace, memory, int(memory.launches.allocation[rows.row[p[i]]])) if kind is HazardKind.REUSE else None
+        out.append(Hazard(kind, bool(may[i]), int(gap[i]), _kernel_ref(trace, attr, memory, rows, p[i]),
+                          _kernel_ref(trace, attr, memory, rows, c[i]), start, stop - start, alloc, prev))
+    return tuple(out)
+
+
+def _kernel_ref(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRows, row: int) -> KernelRef:
+    kern = int(rows.kernel[row])
+    rng = int(attr.range_of_kernel[kern])
+    name = int(memory.launches.op_name[rows.row[row]])
+    k = trace.kernels
+    return KernelRef(trace.kernel_name(kern), trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
+                     attr.rule_of(kern).value, int(k.stream[kern]), int(k.corr[kern]),
+                     trace.strings[name] if name >= 0 else None, int(k.start[kern]), int(k.end[kern]))
+
+
+def _allocation(trace: Trace, memory: Memory, alloc_id: int) -> AllocationRef | None:
+    a = memory.allocations
+    row = int(a.row_of(np.array([alloc_id], dtype=np.int64))[0])
+    if row < 0:
+        return None
+    label = int(a.label[row])
+    return AllocationRef(alloc_id, trace.strings[label] if label >= 0 else None, int(a.size[row]), int(a.stream[row]))

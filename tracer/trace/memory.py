@@ -1,0 +1,270 @@
+"""Memory access sets per kernel: tracer's TRACER_* tables (docs/design/capture-memory-jobs.md) read
+into frozen columnar data.
+
+A kernel's access set is the accesses of the op its launch call belongs to: the launch's
+correlation id maps to the op through TRACER_EXTERNAL_CORRELATION (or TRACER_OPS.correlationId for
+decoded launch arguments, kind 3). The reader lets SQLite do those joins and fetches one row per
+(launch, access), plus the few op columns attribution needs, rather than every op.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from tracer.errors import TraceFormatError
+from tracer.trace.model import expand_ranges
+from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, type_check
+
+READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
+QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
+FLAG = "TRACER_MEMORY"
+
+# The documented schema; readers need only the columns, writers (the capture, synthetic traces) the types.
+MEMORY_TABLES: dict[str, str] = {
+    "TRACER_OPS": "id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, nameId INTEGER, globalTid INTEGER, start INTEGER NOT NULL, "
+    "end INTEGER NOT NULL, seqNr INTEGER, bwdSeqNr INTEGER, correlationId INTEGER, callsiteId INTEGER",
+    "TRACER_EXTERNAL_CORRELATION": "correlationId INTEGER NOT NULL, externalId INTEGER NOT NULL",
+    "TRACER_MEMORY_ACCESS": "opId INTEGER NOT NULL, address INTEGER NOT NULL, bytes INTEGER NOT NULL, mode INTEGER NOT NULL, "
+    "exact INTEGER, allocationId INTEGER, labelId INTEGER",
+    "TRACER_ALLOCATIONS": "id INTEGER PRIMARY KEY, deviceId INTEGER, address INTEGER NOT NULL, bytes INTEGER NOT NULL, "
+    "streamId INTEGER, start INTEGER, end INTEGER, source INTEGER, labelId INTEGER",
+    "TRACER_HOST_QUERIES": "correlationId INTEGER, kind INTEGER NOT NULL, recordCorrelationId INTEGER, streamId INTEGER, "
+    "start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER",
+    "TRACER_LAUNCH_UNKNOWN": "correlationId INTEGER, nameId INTEGER, reason TEXT",
+}
+OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
+       Col("bwdSeqNr"), Col("correlationId")]
+EXTERNAL = [Col("correlationId", None), Col("externalId", None)]
+ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
+
+
+@dataclass(frozen=True)
+class LaunchAccesses:
+    """One row per (launch call, access of the op it was made in), sorted by the launch's correlation
+    id; an op without accesses has one row with mode 0 (the kernel's set is known to be empty)."""
+
+    corr: np.ndarray
+    op_name: np.ndarray  # index into Trace.strings, -1 none
+    address: np.ndarray
+    size: np.ndarray
+    mode: np.ndarray  # 1 read, 2 write, 3 both, 0 none
+    exact: np.ndarray  # 0: direction or extent guessed ("may")
+    allocation: np.ndarray  # TRACER_ALLOCATIONS.id, -1 unknown
+
+
+@dataclass(frozen=True)
+class BackwardLaunches:
+    """Launch calls made inside ops that autograd ran for a node (bwdSeqNr), sorted by correlation id."""
+
+    corr: np.ndarray
+    bwd_seq: np.ndarray
+    start: np.ndarray  # the backward op's start
+
+
+@dataclass(frozen=True)
+class ForwardOps:
+    """Ops that created an autograd node (seqNr), sorted by (seq, start)."""
+
+    seq: np.ndarray
+    tid: np.ndarray
+    start: np.ndarray
+
+
+@dataclass(frozen=True)
+class Allocations:
+    id: np.ndarray  # sorted
+    device: np.ndarray
+    address: np.ndarray
+    size: np.ndarray
+    stream: np.ndarray
+    start: np.ndarray
+    end: np.ndarray  # -1: still live
+    source: np.ndarray  # 1 torch storage, 2 cudaMalloc, 3 other
+    label: np.ndarray  # index into Trace.strings, -1 none
+
+    def row_of(self, ids: np.ndarray) -> np.ndarray:
+        """The row of each allocation id, -1 where unknown."""
+        if len(self.id) == 0:
+            return np.full(len(ids), -1, dtype=np.int64)
+        at = np.clip(np.searchsorted(self.id, ids), 0, len(self.id) - 1)
+        return np.where((self.id[at] == ids) & (ids >= 0), at, -1)
+
+
+@dataclass(frozen=True)
+class HostQueries:
+    """cudaEventQuery / cudaStreamQuery calls that returned cudaSuccess: the host saw completion."""
+
+    corr: np.ndarray
+    kind: np.ndarray
+    record_corr: np.ndarray  # event query: the cudaEventRecord it saw complete
+    stream: np.ndarray  # stream query: the stream
+    start: np.ndarray
+    end: np.ndarray
+    tid: np.ndarray
+
+
+@dataclass(frozen=True)
+class LaunchUnknown:
+    corr: np.ndarray
+    name: np.ndarray
+    reason: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Memory:
+    recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
+    launches: LaunchAccesses
+    backward: BackwardLaunches
+    forward: ForwardOps
+    allocations: Allocations
+    queries: HostQueries
+    unknown: LaunchUnknown
+
+
+@dataclass(frozen=True)
+class KernelAccesses:
+    """Each kernel's accesses as rows (kernel, row of Memory.launches); kernels of one op share its set."""
+
+    kernel: np.ndarray
+    row: np.ndarray
+    kernels_with_memory: np.ndarray  # bool per kernel: its launch belongs to an op
+
+
+def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
+    """None when the trace has no TRACER_ table and no TRACER_MEMORY flag."""
+    present = {t for t in MEMORY_TABLES if t in db.tables}
+    if not present and meta.get(FLAG) != "1":
+        return None
+    none = np.zeros(0, dtype=np.int64)
+
+    def ints(table: str, cols: list[Col]) -> list[np.ndarray]:
+        return db.ints(table, cols) if table in present else [none] * len(cols)
+
+    corr, name, address, size, mode_exact, allocation = _launch_accesses(db, present)
+    if (mode_exact < 0).any():  # mode outside 0..3
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
+    launches = _sorted_by([corr, _names(db, name), address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
+    _check_accesses(db, launches)
+    backward = _sorted_by(_backward(db, present), 0)
+    forward = db.ints("TRACER_OPS", [Col("seqNr"), Col("globalTid"), Col("start", None)], "WHERE seqNr >= 0") \
+        if "TRACER_OPS" in present else [none] * 3
+    forward = [c[np.lexsort((forward[2], forward[0]))] for c in forward]
+    alloc = _sorted_by(ints("TRACER_ALLOCATIONS", [Col("id", None), Col("deviceId", 0), Col("address", None),
+                                                   Col("bytes", None), Col("streamId"), Col("start"), Col("end"),
+                                                   Col("source", 3), Col("labelId")]), 0)
+    alloc[8] = _names(db, alloc[8])
+    queries = ints("TRACER_HOST_QUERIES", [Col("correlationId"), Col("kind", None), Col("recordCorrelationId"),
+                                           Col("streamId"), Col("start", None), Col("end", None), Col("globalTid")])
+    db.check_times("TRACER_HOST_QUERIES", queries[4], queries[5])
+    unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
+    reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
+    recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
+    return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*backward), ForwardOps(*forward),
+                  Allocations(*alloc), HostQueries(*queries),
+                  LaunchUnknown(unknown[0], _names(db, unknown[1]), tuple(r or "" for r in reasons)))
+
+
+def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
+    """(launch corr, op name, address, bytes, mode | exact << 2, allocation): the launches' ops from
+    SQLite (a lookup by TRACER_OPS.id per external correlation), their accesses from one scan, joined
+    by op id here (SQLite would build a temporary index on TRACER_MEMORY_ACCESS.opId for the join)."""
+    none = np.zeros(0, dtype=np.int64)
+    if "TRACER_OPS" not in present:
+        return [none] * 6
+    corr, op, name = _launch_ops(db, present)
+    if "TRACER_MEMORY_ACCESS" in present:
+        have = db.require("TRACER_MEMORY_ACCESS", ACCESS)
+        packed = ("CASE WHEN mode BETWEEN 0 AND 3 THEN mode + 4 * (COALESCE(exact, 1) != 0) ELSE -1 END"
+                  if "exact" in have else "CASE WHEN mode BETWEEN 0 AND 3 THEN mode + 4 ELSE -1 END")
+        acc = db.fetch("TRACER_MEMORY_ACCESS", ["opId", "address", "bytes", packed, "COALESCE(allocationId, -1)"],
+                       type_check(ACCESS, have), "FROM TRACER_MEMORY_ACCESS",
+                       lambda: db.check_types("TRACER_MEMORY_ACCESS", ACCESS))
+        acc = _sorted_by(acc, 0)
+    else:
+        acc = [none] * 5
+    lo, hi = np.searchsorted(acc[0], op, side="left"), np.searchsorted(acc[0], op, side="right")
+    n = np.maximum(hi - lo, 1)  # an op without accesses keeps one row (mode 0): its set is known empty
+    at = expand_ranges(lo, n)
+    has = np.repeat(hi > lo, n)
+    pick = np.minimum(at, max(len(acc[0]) - 1, 0))
+
+    def column(i: int, empty: int) -> np.ndarray:
+        return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
+
+    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+
+
+def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
+    """(launch corr, op id, op nameId) for every launch made inside an op."""
+    ops = db.require("TRACER_OPS", OPS)
+    ok = type_check([Col("id", None), Col("nameId"), Col("correlationId")], ops, "o.")  # what is fetched here
+    parts = [f"SELECT o.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok FROM TRACER_OPS o "
+             "WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
+    if "TRACER_EXTERNAL_CORRELATION" in present:
+        ext = db.require("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
+        parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, "
+                        f"({ok} AND {type_check(EXTERNAL, ext, 'e.')}) AS ok "
+                        "FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId")
+
+    def diagnose() -> None:
+        db.check_types("TRACER_OPS", OPS)
+        if "TRACER_EXTERNAL_CORRELATION" in present:
+            db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
+
+    return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+
+
+def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
+    """(launch corr, bwdSeqNr, op start) of launches inside backward ops."""
+    if "TRACER_OPS" not in present:
+        return [np.zeros(0, dtype=np.int64)] * 3
+    ok = "typeof(o.bwdSeqNr) = 'integer' AND typeof(o.start) = 'integer'"
+    parts = [f"SELECT o.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(o.correlationId) = 'integer' AS ok "
+             "FROM TRACER_OPS o WHERE o.kind = 3 AND o.bwdSeqNr >= 0 AND o.correlationId IS NOT NULL"]
+    if "TRACER_EXTERNAL_CORRELATION" in present:
+        parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(e.correlationId) = 'integer' "
+                        "AS ok FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId WHERE o.bwdSeqNr >= 0")
+
+    def diagnose() -> None:
+        db.check_types("TRACER_OPS", OPS)
+        if "TRACER_EXTERNAL_CORRELATION" in present:
+            db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
+
+    return db.fetch("TRACER_OPS (backward ops)", ["c", "b", "s"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+
+
+def _sorted_by(cols: list[np.ndarray], key: int) -> list[np.ndarray]:
+    order = np.argsort(cols[key], kind="stable")
+    return [c[order] for c in cols]
+
+
+def _names(db: SqliteTables, ids: np.ndarray) -> np.ndarray:
+    """StringIds ids -> Trace.strings positions, keeping -1 for none."""
+    out = np.full(len(ids), -1, dtype=np.int64)
+    known = ids >= 0
+    out[known] = db.remap(ids[known])
+    return out
+
+
+def _check_accesses(db: SqliteTables, launches: list[np.ndarray]) -> None:
+    address, size, mode = launches[2], launches[3], launches[4]
+    real = mode != 0
+    bad = real & ((address < 0) | (size < 0) | (address >= TIME_LIMIT) | (size >= TIME_LIMIT) | (address + size >= TIME_LIMIT))
+    if bad.any():
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS: {int(bad.sum())} row(s) with an impossible address or "
+                               f"byte count (first: address {int(address[bad][0])}, bytes {int(size[bad][0])})")
+    if (~real & (size > 0)).any():
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds 0 (neither read nor write) for a byte range")
+
+
+def kernel_accesses(memory: Memory, kernel_corr: np.ndarray) -> KernelAccesses:
+    """Join each kernel (by its launch's correlation id) to the accesses of its op(s)."""
+    la = memory.launches
+    lo = np.searchsorted(la.corr, kernel_corr, side="left")
+    hi = np.searchsorted(la.corr, kernel_corr, side="right")
+    n = hi - lo
+    kernel = np.repeat(np.arange(len(kernel_corr), dtype=np.int64), n)
+    row = expand_ranges(lo, n)
+    real = la.mode[row] != 0
+    return KernelAccesses(kernel[real], row[real], n > 0)

@@ -1,0 +1,185 @@
+"""Typed reads of an SQLite trace (an nsys export or a tracer capture): integer columns straight
+into numpy with their SQLite types checked in the same query, text columns checked for BLOBs, the
+StringIds table as positions in one string list. Anything that is not what the schema promises is
+one TraceFormatError naming the table and column. Shared by the kernel/NVTX reader (nsys_reader)
+and the memory-table reader (memory)."""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from itertools import chain
+from pathlib import Path
+
+import numpy as np
+
+from tracer.errors import TraceFormatError
+
+TIME_LIMIT = 1 << 62  # times at or beyond this overflow the differences analysis takes
+
+
+@dataclass(frozen=True)
+class Col:
+    """An integer column: `default` stands in where the column is absent or NULL; required columns
+    (default None) must be present and never NULL."""
+
+    name: str
+    default: int | None = -1
+
+
+def type_check(cols: Sequence[Col], have: set[str], prefix: str = "") -> str:
+    """SQL that is true when every present column holds an integer (or NULL where it may)."""
+    checks = [f"typeof({prefix}{c.name}) = 'integer'" if c.default is None else f"typeof({prefix}{c.name}) IN ('integer', 'null')"
+              for c in cols if c.name in have]
+    return f"({' AND '.join(checks)})" if checks else "1"
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    if not path.is_file():
+        raise TraceFormatError(f"{path}: no such file")
+    with open(path, "rb") as fh:
+        if fh.read(16) != b"SQLite format 3\x00":
+            raise TraceFormatError(f"{path}: not an SQLite file (expected an nsys .sqlite export or a tracer capture)")
+    try:
+        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        raise TraceFormatError(f"{path}: corrupt SQLite file ({exc})") from exc
+    return con
+
+
+class SqliteTables:
+    """One open export: typed column reads and the StringIds table as positions in `strings`."""
+
+    def __init__(self, con: sqlite3.Connection, path: Path) -> None:
+        self.con, self.path = con, path
+        with self.reading("sqlite_master"):
+            self.tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        self.strings: list[str] = []
+        self._ids = np.zeros(0, dtype=np.int64)  # StringIds ids, sorted
+        self._pos = np.zeros(0, dtype=np.int64)  # their positions in strings
+        self._lookup: dict[str, int] = {}
+        self._unknown = -1
+
+    @contextmanager
+    def reading(self, where: str) -> Iterator[None]:
+        """Whatever a corrupt file makes sqlite3 or the conversion raise becomes one line naming it."""
+        try:
+            yield
+        except TraceFormatError:
+            raise
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{self.path}: {where}: corrupt or unreadable ({exc})") from exc
+        except (ValueError, TypeError, OverflowError, MemoryError) as exc:
+            raise TraceFormatError(f"{self.path}: {where}: unreadable values ({type(exc).__name__}: {exc})") from exc
+
+    def columns(self, table: str) -> set[str]:
+        with self.reading(table):
+            return {r[1] for r in self.con.execute(f"PRAGMA table_info({table})")}
+
+    def ints(self, table: str, cols: Sequence[Col], where: str = "") -> list[np.ndarray]:
+        """The columns as int64 arrays in rowid order, in one pass; a row whose value is not an
+        integer (or NULL where a default is allowed) is an error naming the column."""
+        have = self.require(table, cols)
+        exprs = [c.name if c.default is None else f"COALESCE({c.name}, {c.default})" if c.name in have else str(c.default)
+                 for c in cols]
+        return self.fetch(table, exprs, type_check(cols, have), f"FROM {table} {where}",
+                          lambda: self.check_types(table, cols, where))
+
+    def require(self, table: str, cols: Sequence[Col]) -> set[str]:
+        """The table's columns; a required one missing is an error naming it."""
+        have = self.columns(table) | {"rowid"}
+        for c in cols:
+            if c.default is None and c.name not in have:
+                raise TraceFormatError(f"{self.path}: {table} has no column {c.name} (columns: {', '.join(sorted(have))})")
+        return have
+
+    def fetch(self, label: str, exprs: Sequence[str], ok: str, source: str, diagnose: Callable[[], None]) -> list[np.ndarray]:
+        """SELECT exprs (integers) FROM source as int64 columns, in one pass. `ok` is SQL that holds
+        when a row's values have the right SQLite types; a row where it fails yields NULL, which
+        stops the conversion, and diagnose() names the column (else one line naming label)."""
+        first = exprs[0] if ok == "1" else f"CASE WHEN {ok} THEN {exprs[0]} END"
+        sql = f"SELECT {', '.join([first, *exprs[1:]])} {source}"
+        with self.reading(label):
+            try:
+                flat = np.fromiter(chain.from_iterable(self.con.execute(sql)), dtype=np.int64)
+            except (ValueError, TypeError, OverflowError):
+                diagnose()
+                raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)") from None
+        block = flat.reshape(-1, len(exprs))
+        return [np.ascontiguousarray(block[:, i]) for i in range(len(exprs))]
+
+    def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:
+        """Raise naming the first column whose rows hold something other than integers (or NULL
+        where a default is allowed)."""
+        have = self.columns(table)
+        for c in cols:
+            if c.name not in have:
+                continue
+            allowed = "('integer')" if c.default is None else "('integer', 'null')"
+            with self.reading(table):
+                rows = self.con.execute(f"SELECT typeof({c.name}), count(*) FROM {table} {where} "
+                                        f"{'AND' if where else 'WHERE'} typeof({c.name}) NOT IN {allowed} GROUP BY 1").fetchall()
+            if rows:
+                found = ", ".join(f"{n} {kind}" for kind, n in rows)
+                raise TraceFormatError(f"{self.path}: {table}.{c.name} holds {found} value(s) where integers belong "
+                                       "(corrupt or foreign file)")
+
+    def texts(self, table: str, col: str, key: str = "rowid", where: str = "") -> tuple[np.ndarray, list[str | None]]:
+        """(key, text) for every row; BLOBs and other non-text values are an error naming the column."""
+        with self.reading(f"{table}.{col}"):
+            rows = self.con.execute(f"SELECT {key}, {col} FROM {table} {where}").fetchall()
+        values = [v for _, v in rows]
+        kinds = set(map(type, values))
+        if kinds - {str, type(None)}:
+            bad = sum(1 for v in values if v is not None and not isinstance(v, str))
+            raise TraceFormatError(f"{self.path}: {table}.{col} holds {bad} non-text value(s) (BLOB or number) where strings belong")
+        with self.reading(f"{table}.{key}"):
+            keys = np.array([k for k, _ in rows], dtype=np.int64)
+        return keys, values
+
+    def read_strings(self) -> None:
+        if "StringIds" not in self.tables:
+            return
+        ids, values = self.texts("StringIds", "value", key="id")
+        if any(v is None for v in values):
+            raise TraceFormatError(f"{self.path}: StringIds.value holds NULL strings")
+        self.strings = list(values)  # type: ignore[arg-type]
+        order = np.argsort(ids, kind="stable")
+        self._ids, self._pos = ids[order], order.astype(np.int64)
+
+    def remap(self, ids: np.ndarray) -> np.ndarray:
+        """StringIds ids -> positions in strings; unknown ids become one '<unknown>' entry."""
+        if len(ids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        at = np.clip(np.searchsorted(self._ids, ids), 0, max(len(self._ids) - 1, 0))
+        found = (self._ids[at] == ids) if len(self._ids) else np.zeros(len(ids), dtype=bool)
+        if found.all():
+            return self._pos[at]
+        return np.where(found, self._pos[at] if len(self._pos) else 0, self.intern("<unknown>"))
+
+    def intern(self, value: str) -> int:
+        return int(self.intern_all([value])[0])
+
+    def intern_all(self, values: list[str]) -> np.ndarray:
+        """Positions in strings of each value, appending the new ones (each distinct value once)."""
+        if len(self._lookup) != len(self.strings):
+            self._lookup = {s: i for i, s in enumerate(self.strings)}
+        lookup, strings = self._lookup, self.strings
+        for v in dict.fromkeys(values):
+            if v not in lookup:
+                lookup[v] = len(strings)
+                strings.append(v)
+        return np.array([lookup[v] for v in values], dtype=np.int64)
+
+    def check_times(self, table: str, start: np.ndarray, end: np.ndarray, open_end: bool = False) -> None:
+        """Negative, backwards or overflowing times mean a corrupt file, not a verdict."""
+        closed = end >= 0 if open_end else np.ones(len(end), dtype=bool)
+        bad = (start < 0) | (start >= TIME_LIMIT) | (end >= TIME_LIMIT) | (closed & (end < start))
+        if not open_end:
+            bad |= end < 0
+        if bad.any():
+            i = int(np.argmax(bad))
+            raise TraceFormatError(f"{self.path}: {table}: {int(bad.sum())} row(s) with impossible start/end "
+                                   f"(first: start {int(start[i])}, end {int(end[i])}; corrupt file)")
