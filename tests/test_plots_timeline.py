@@ -355,3 +355,25 @@ def test_short_kernel_names() -> None:
     b = a.replace("execute_kernel", "execute_split_k_kernel")
     sa, sb = distinct_short_names([a, b])
     assert sa != sb and "split_k" in sb and len(sa) <= 56 and len(sb) <= 56
+
+
+# ---- commands ----------------------------------------------------------------------------------
+
+
+def test_a_run_with_pairs_all_is_drawn_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    run = tmp_path / "run"
+    assert main(["trace", "import", str(DEMO), "-o", str(run), "--pairs", "all"]) == 0
+    assert json.loads((run / "verdict.json").read_text())["pair_spec"] == "all"
+    capsys.readouterr()
+    assert main(["plot", "stream-timeline", str(run), "-o", str(tmp_path / "run.png")]) == 0
+    assert "8 arrows" in capsys.readouterr().out  # 4 UNORDERED pairs + 4 event edges
+    assert main(["plot", "stream-timeline", str(DEMO), "--pairs", "all", "-o", str(tmp_path / "all.png")]) == 0
+    assert "8 arrows" in capsys.readouterr().out
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    table = html.split("ordering verdicts")[1].split("</table>")[0]
+    rows = table.split("<tr class=")[1:]
+    assert sum(r.startswith("'unordered'") for r in rows) == 4 and all(r.startswith("'unordered'") for r in rows[:4])
+    assert len(rows) == 200  # the first 200, UNORDERED first, not all 2,148

@@ -14,9 +14,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("source", type=Path, help="run directory or trace file")
     t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
-    t.add_argument("--window", help="START:END in microseconds from the first kernel")
+    t.add_argument("--window", help="START:END from the first kernel, in microseconds or with a unit (480ms:520ms); "
+                   "default: the densest part of the trace")
     t.add_argument("--pairs", nargs="?", const="profile", default="profile",
-                   help="PRODUCER_GLOB:CONSUMER_GLOB to draw (default: the run's pairs)")
+                   help="'all' or PRODUCER_GLOB:CONSUMER_GLOB to draw (default: the run's pairs, else all)")
     t.add_argument("--no-pairs", action="store_true", help="do not draw producer -> consumer pairs")
     t.add_argument("--size", default="16x7", help="inches WxH (100 dpi)")
     t.set_defaults(func=cmd_timeline)
@@ -41,18 +42,21 @@ def parse_size(text: str) -> tuple[float, float]:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tracer.commands.trace import _pairs_for_source
+    from tracer.commands.trace import _pairs_for_source, pair_args
     from tracer.plots.timeline import draw_timeline, save
-    from tracer.trace.analyze import analyze, parse_pair_spec
+    from tracer.trace.analyze import analyze
     from tracer.trace.load import load_trace
     from tracer.trace.timeline import parse_window, timeline_data
 
     size = parse_size(args.size)
-    pairs = [] if args.no_pairs else (_pairs_for_source(args.source) if args.pairs == "profile" else [parse_pair_spec(args.pairs)])
-    data = timeline_data(analyze(load_trace(args.source), pairs), parse_window(args.window), args.range,
+    window = parse_window(args.window)
+    given = None if args.pairs == "profile" else [args.pairs]
+    pairs, all_pairs = ([], False) if args.no_pairs else pair_args(given, _pairs_for_source(args.source))
+    data = timeline_data(analyze(load_trace(args.source), pairs, all_pairs), window, args.range,
                          show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
     out = save(draw_timeline(data, size), args.output)
-    print(f"wrote {out}: {len(data.lanes)} stream lanes, {len(data.range_lanes)} NVTX lanes, {len(data.arrows)} arrows")
+    counts = ((len(data.lanes), "stream lane"), (len(data.range_lanes), "NVTX lane"), (len(data.arrows), "arrow"))
+    print(f"wrote {out}: " + ", ".join(f"{n} {w}" + ("" if n == 1 else "s") for n, w in counts))
     return 0
 
 

@@ -38,13 +38,13 @@ def kind_of(path: Path) -> str:
 
 
 def build_report(sources: list[Path], title: str, timeline_range: str | None, pairs: list[tuple[str, str]] | None = None):  # type: ignore[no-untyped-def]
-    from tracer.commands.trace import _pairs_for_source
+    from tracer.commands.trace import _pairs_for_source, pair_args
     from tracer.evidence import ablation_cells, sanitizer_runs
     from tracer.plots.ablation import draw_ablation
     from tracer.plots.report import Report
     from tracer.plots.timeline import draw_timeline
     from tracer.plots.verdicts import draw_verdicts
-    from tracer.trace.analyze import analyze, top_kernels
+    from tracer.trace.analyze import MAX_LISTED_PAIRS, analyze, top_kernels
     from tracer.trace.load import load_trace
     from tracer.trace.timeline import timeline_data
 
@@ -56,12 +56,13 @@ def build_report(sources: list[Path], title: str, timeline_range: str | None, pa
             env = src / "environment.json"
             if env.is_file():
                 rep.add_text(f"environment ({src.name})", json.dumps(json.loads(env.read_text()), indent=1))
-            a = analyze(load_trace(src), pairs if pairs is not None else _pairs_for_source(src))
+            a = analyze(load_trace(src), *((pairs, False) if pairs is not None else pair_args(None, _pairs_for_source(src))))
+            listed = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:MAX_LISTED_PAIRS]  # UNORDERED first
             rep.add_table(f"ordering verdicts: {src.name}", ["producer", "consumer", "streams", "verdict", "edge", "gap (us)"],
                           [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}", p.verdict.value.upper()
                             if p.verdict.value == "unordered" else p.verdict.value, json.dumps(p.edge.to_json()) if p.edge else "-",
-                            f"{p.gap_ns / 1e3:.1f}"] for p in a.pairs],
-                          [p.verdict.value for p in a.pairs])
+                            f"{p.gap_ns / 1e3:.1f}"] for p in listed],
+                          [p.verdict.value for p in listed])
             rep.add_table(f"streams: {src.name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
                           [[s.device, s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
                             f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
