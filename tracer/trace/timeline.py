@@ -718,7 +718,9 @@ def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_
     unit = time_unit(view.hi - view.lo)
     title = (f"stream timeline: {Path(a.trace.source).name}  ({_plural(len(lanes), 'GPU lane')}, "
              f"{_plural(len(ranges), 'CPU lane')})")
-    return TimelineData(title, _subtitle(a, range_regex, view, unit, why, color_by), _hint(view, unit, why),
+    drawn_unordered = sum(ar.kind == Verdict.UNORDERED.value for ar in drawn) + sum(
+        int(st.counts.sum()) for st in strips if st.kind == Verdict.UNORDERED.value)
+    return TimelineData(title, _subtitle(a, range_regex, view, unit, why, color_by, drawn_unordered), _hint(view, unit, why),
                         (view.lo, view.hi), unit, color_by, names, lanes, ranges, tuple(drawn), marks, tuple(strips))
 
 
@@ -744,13 +746,15 @@ def _fmt(x_us: float, unit: tuple[str, float]) -> str:
     return f"{x_us / unit[1]:.6g}"
 
 
-def _subtitle(a: Analysis, regex: str | None, view: _View, unit: tuple[str, float], why: str, color_by: str) -> str:
+def _subtitle(a: Analysis, regex: str | None, view: _View, unit: tuple[str, float], why: str, color_by: str,
+              drawn_unordered: int) -> str:
     parts = [f"range {regex!r}"] if regex else []
     parts.append(f"window {_fmt(view.lo, unit)}-{_fmt(view.hi, unit)} {unit[0]} ({why})")
     parts.append(f"colour: {color_by}")
     mode = pair_mode(a.pair_spec)
     if mode != "none":
-        parts.append(f"pairs {mode}: {a.pair_counts.get(Verdict.UNORDERED.value, 0):,} UNORDERED")
+        parts.append(f"pairs {mode}: {a.pair_counts.get(Verdict.UNORDERED.value, 0):,} UNORDERED in the trace, "
+                     f"{drawn_unordered:,} drawn")
     hz = hazards_of(a)
     if hz:
         parts.append(f"{_plural(len(hz), 'hazard')} listed")
