@@ -137,6 +137,7 @@ def test_title_names_range_window_and_lane_counts(globs: Analysis) -> None:
     d = timeline_data(globs, range_regex="^step1/")
     assert d.title.endswith("(2 GPU lanes, 1 CPU lane)")
     assert "range '^step1/'" in d.subtitle and "window 563.7" in d.subtitle and " ms (" in d.subtitle
+    assert "pairs globs: 4 UNORDERED in the trace, 2 drawn" in d.subtitle
     assert "zoom: --window 563.723ms:" in d.hint
     fig = draw_timeline(d)
     assert fig._suptitle.get_text() == d.title and d.subtitle in fig.axes[0].get_title()
@@ -240,10 +241,11 @@ def test_hazards_through_the_adapter(globs: Analysis) -> None:
     d = timeline_data(a, show_pairs=True)
     assert [ar.kind for ar in d.arrows if ar.kind == "hazard"] == ["hazard"]
     assert "1 hazard listed" in d.subtitle
-    assert any(m.kind == "hazard" for m in d.marks) or any(m.kernel == cast[-1] for m in d.marks)
+    assert {m.kernel for m in d.marks} >= {cast[-1], dgrad[-1]}  # a hazard's kernels are marked like a pair's
     fig = draw_timeline(d)
     legend = {t.get_text() for t in fig.legends[0].get_texts()}
     assert "hazard" in legend and "UNORDERED pair" in legend
+    assert "RAW" in {t.get_text() for t in fig.axes[0].texts}  # the hazard's kind beside its arrow
 
 
 # ---- errors ------------------------------------------------------------------------------------

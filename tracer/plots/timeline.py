@@ -157,6 +157,9 @@ def draw_arrows(ax: Axes, data: TimelineData, gpu_y: list[float]) -> None:
                         arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
                                     "lw": _arrow_width(ar.kind), "linestyle": _arrow_style(ar.kind),
                                     "shrinkA": 0, "shrinkB": 0})
+            if ar.kind == HAZARD:  # its kind (RAW, WAR, WAW, reuse) beside the arrow
+                ax.text((ar.x0_us + ar.x1_us) / 2, (y0 + y1) / 2, ar.label.replace(" hazard", ""), fontsize=7,
+                        color=ARROW_COLORS[HAZARD], ha="center", va="bottom", clip_on=True, zorder=6)
         return
     for kind in dict.fromkeys(ar.kind for ar in data.arrows):
         segs = [tuple(zip((ar.x0_us, ar.x1_us), _ends(gpu_y[ar.lane0], gpu_y[ar.lane1]))) for ar in data.arrows
@@ -196,7 +199,7 @@ def legend_handles(data: TimelineData, colors: list[str]) -> list:  # type: igno
         handles.append(Patch(color=ARROW_COLORS.get(s.kind, "#444444"), label=s.label.split(":")[0] + " (count per pixel column)"))
     if data.marks:
         handles.append(Patch(facecolor="white", edgecolor=ARROW_COLORS["unordered"], lw=1.6,
-                             label="kernels of the drawn pairs (outlined, widened)"))
+                             label="kernels of drawn pairs and hazards (outlined, widened)"))
     return handles
 
 
