@@ -497,7 +497,7 @@ def choose_window(frame: Frame, base: np.ndarray, window: tuple[float, float] | 
             return lo, hi, "as given"
         return max(lo, float(s[inside].min())), min(hi, float(e[inside].max())), "as given"
     if len(s) == 0:
-        return 0.0, 1.0, "empty"
+        return 0.0, 1.0, "no kernels"
     lo_all, hi_all = float(s.min()), float(e.max())
     if ranged:
         return lo_all, hi_all, "the kernels of the matching ranges"
