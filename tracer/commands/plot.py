@@ -16,8 +16,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("source", type=Path, help="run directory or trace file")
     t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
-    t.add_argument("--window", help="START:END in microseconds from the first kernel")
-    add_pair_options(t, "none")
+    t.add_argument("--window", help="START:END from the first kernel, in microseconds or with a unit (480ms:520ms); "
+                   "default: the densest part of the trace")
+    add_pair_options(t, "all")
     t.add_argument("--no-pairs", action="store_true", help="do not draw producer -> consumer pairs")
     t.add_argument("--size", default="16x7", help="inches WxH (100 dpi)")
     t.set_defaults(func=cmd_timeline)
@@ -45,17 +46,17 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import draw_timeline, save
     from tracer.trace.analyze import analyze
     from tracer.trace.pairs import PairMode, PairSpec
-    from tracer.trace.selection import parse_range, parse_window, require_shown
+    from tracer.trace.selection import parse_range, parse_window
     from tracer.trace.timeline import timeline_data
 
     size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
     run = open_trace(args.source)
-    spec = PairSpec(PairMode.NONE) if args.no_pairs else choose_pairs(args, run.pair_spec, "none")
+    spec = PairSpec(PairMode.NONE) if args.no_pairs else choose_pairs(args, run.pair_spec)
     a = analyze(run.load(), spec)
     data = timeline_data(a, window, rx, show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
-    require_shown(a.trace, a.attribution, sum(lane.kernels for lane in data.lanes), rx, window)
     out = save(draw_timeline(data, size), args.output)
-    print(f"wrote {out}: {len(data.lanes)} stream lanes, {len(data.range_lanes)} NVTX lanes, {len(data.arrows)} arrows")
+    counts = ((len(data.lanes), "stream lane"), (len(data.range_lanes), "NVTX lane"), (len(data.arrows), "arrow"))
+    print(f"wrote {out}: " + ", ".join(f"{n} {w}" + ("" if n == 1 else "s") for n, w in counts))
     return 0
 
 

@@ -9,17 +9,18 @@ from collections.abc import Sequence
 from tracer.artifact import Artifact, CampaignRun, SanitizeRun, TraceRun
 from tracer.report.html import Report
 from tracer.sanitize.model import ToolRun
-from tracer.trace.analyze import Analysis, analyze, top_kernels
+from tracer.trace.analyze import MAX_LISTED_PAIRS, Analysis, analyze, top_kernels
 from tracer.trace.ordering import Verdict
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.trace.pairs import PairSpec
 from tracer.trace.text import counts_text, edge_text
 
 MAX_FINDINGS_PER_RUN = 20
 
 
 def trace_analysis(run: TraceRun, pairs: PairSpec | None = None) -> Analysis:
-    """The run analysed with the given pairs, else the pairs its verdict was made with, else none."""
-    return analyze(run.load(), pairs or run.pair_spec or PairSpec(PairMode.NONE))
+    """The run analysed with the given pairs, else the pairs its verdict was made with, else all
+    (the rule of `trace analyze`: hazards instead where the trace has memory access sets)."""
+    return analyze(run.load(), pairs or PairSpec.from_args(None, default=run.pair_spec))
 
 
 def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range: str | None) -> None:
@@ -28,7 +29,7 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
 
     if run.environment is not None:
         rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
-    pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)
+    pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:MAX_LISTED_PAIRS]  # UNORDERED first
     rep.add_table(f"ordering verdicts: {name}", ["producer", "consumer", "streams", "verdict", "ordered by", "gap (us)"],
                   [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}",
                     p.verdict.value.upper() if p.verdict is Verdict.UNORDERED else p.verdict.value,

@@ -53,6 +53,8 @@ class PairVerdict:
     consumer_kernel: str
     producer_rule: str = "none"  # the attribution rule that named each kernel's range
     consumer_rule: str = "none"
+    producer_index: int = -1  # the two kernels' indices in trace.kernels (-1: not known); not in the JSON
+    consumer_index: int = -1
 
     def to_json(self) -> dict[str, object]:
         return {"producer": self.producer, "consumer": self.consumer, "producer_stream": self.producer_stream,
@@ -234,7 +236,8 @@ def glob_pairs(trace: Trace, attr: Attribution, index: OrderingIndex, producer: 
         o = index.order(pk, ck)
         out.append(PairVerdict(_range_text(trace, int(prods.ranges[pi[n]])), _range_text(trace, int(cons.ranges[ci[n]])),
                                int(k.stream[pk]), int(k.stream[ck]), o.verdict, o.edge, int(c_gap[ci[n]] - p_gap[pi[n]]),
-                               trace.kernel_name(pk), trace.kernel_name(ck), attr.rule_of(pk).value, attr.rule_of(ck).value))
+                               trace.kernel_name(pk), trace.kernel_name(ck), attr.rule_of(pk).value, attr.rule_of(ck).value,
+                               pk, ck))
     return out
 
 
@@ -304,7 +307,7 @@ def _kernel_pair(trace: Trace, attr: Attribution, index: OrderingIndex, p: int, 
     k, o = trace.kernels, index.order(p, c)
     return PairVerdict(_range_name(trace, attr, p), _range_name(trace, attr, c), int(k.stream[p]), int(k.stream[c]),
                        o.verdict, o.edge, int(k.start[c] - k.end[p]), trace.kernel_name(p), trace.kernel_name(c),
-                       attr.rule_of(p).value, attr.rule_of(c).value)
+                       attr.rule_of(p).value, attr.rule_of(c).value, p, c)
 
 
 def _range_name(trace: Trace, attr: Attribution, kernel: int) -> str:

@@ -48,9 +48,10 @@ class KernelRef:
     op: str | None
     start_ns: int
     end_ns: int
+    index: int = -1  # in trace.kernels; not in the JSON
 
     def to_json(self) -> dict[str, object]:
-        return dict(self.__dict__)
+        return {k: v for k, v in self.__dict__.items() if k != "index"}
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,14 @@ class Hazard:
     bytes: int
     allocation: AllocationRef | None  # the consumer's allocation
     previous_allocation: AllocationRef | None  # reuse: the producer's (freed) allocation
+
+    @property
+    def producer_index(self) -> int:
+        return self.producer.index
+
+    @property
+    def consumer_index(self) -> int:
+        return self.consumer.index
 
     def to_json(self) -> dict[str, object]:
         memory: dict[str, object] = {"address": self.address, "bytes": self.bytes,
@@ -389,7 +398,7 @@ def _kernel_ref(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRow
     k = trace.kernels
     return KernelRef(trace.kernel_name(kern), trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
                      attr.rule_of(kern).value, int(k.stream[kern]), int(k.corr[kern]),
-                     trace.strings[name] if name >= 0 else None, int(k.start[kern]), int(k.end[kern]))
+                     trace.strings[name] if name >= 0 else None, int(k.start[kern]), int(k.end[kern]), kern)
 
 
 def _allocation(trace: Trace, memory: Memory, alloc_id: int) -> AllocationRef | None:

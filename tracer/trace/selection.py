@@ -54,29 +54,36 @@ def parse_range(text: str | None, flag: str = "--range") -> str | None:
     return text
 
 
+UNITS_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
+WINDOW_FORM = ("START:END with START < END, in microseconds from the first kernel or with a unit (ns, us, ms, s), "
+               "e.g. 1000:5000 or 480ms:520ms; either side may be empty")
+
+
 def parse_window(text: str | None) -> tuple[float, float] | None:
-    """START:END in microseconds from the first kernel; either side may be empty (0, the end),
-    both finite numbers, START below END."""
+    """START:END from the first kernel, in microseconds or with a unit (480ms:520ms); either side
+    may be empty (0, the end); both finite, START below END."""
     if text is None:
         return None
     parts = text.split(":")
     if len(parts) != 2:
-        raise UsageError(f"--window {text!r} is not START:END in microseconds, e.g. 1000:5000")
+        raise UsageError(f"--window {text!r} is not {WINDOW_FORM}")
     start, end = (_micros(text, p, default) for p, default in zip(parts, (0.0, math.inf)))
     if not start < end:
-        raise UsageError(f"--window {text!r}: START must be below END")
+        raise UsageError(f"--window {text!r}: START must be below END ({WINDOW_FORM})")
     return start, end
 
 
 def _micros(text: str, part: str, default: float) -> float:
     if not part.strip():
         return default
+    m = re.fullmatch(r"\s*([-+0-9.eE]+|nan|inf)\s*(ns|us|µs|ms|s)?\s*", part, flags=re.IGNORECASE)
     try:
-        value = float(part)
+        value = float(m.group(1)) * UNITS_US[(m.group(2) or "us").lower()] if m else math.nan
     except ValueError:
         value = math.nan
     if not math.isfinite(value):
-        raise UsageError(f"--window {text!r}: {part!r} is not a finite number of microseconds")
+        raise UsageError(f"--window {text!r}: {part!r} is not a finite number of microseconds "
+                         "or a time with a unit (ns, us, ms, s)")
     return value
 
 
@@ -89,6 +96,9 @@ def require_shown(trace: Trace, attr: Attribution, kernels_shown: int, range_reg
         names = range_names(trace, attr)
         raise UsageError(f"--range {range_regex!r} matches no NVTX range holding a kernel"
                          + (" in --window" if window else "") + f" (closest: {closest(range_regex, names)})")
-    if window is not None:
-        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first kernel)")
+    k = trace.kernels
+    if window is not None and len(k):
+        end = float(k.end.max() - k.start.min()) / 1e3
+        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first "
+                         f"kernel; the kernels run from 0 to {end:.0f} us)")
     raise UsageError("the trace holds no kernel to draw")

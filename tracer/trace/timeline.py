@@ -1,29 +1,69 @@
-"""What a stream timeline shows, computed from an Analysis: lanes of kernel bars coloured by NVTX
-range family, NVTX lanes per CPU thread, event edges and producer -> consumer pairs. Big lanes are
-aggregated (adjacent bars of one family merged below the pixel size, long outliers kept)."""
+"""What a stream timeline shows, computed from an Analysis (no drawing here).
+
+One lane per (device, stream) with its kernels coloured by category: the NVTX family (the last
+`/` segment of the range name) on traces whose ranges are paths, like tracer's own, else the kernel
+name (the names with the most GPU time, the rest "other"). NVTX lanes per CPU thread. Event edges,
+producer -> consumer pairs and hazards as arrows between the kernels they join, and those kernels
+as marks drawn on top; a kind with more arrows than can be told apart becomes a density strip.
+Work is proportional to the kernels in the window plus the pairs drawn: a lane with more than
+MAX_BARS_PER_LANE kernels becomes a column mix (per pixel column, the busy time of each category),
+so no category hides another in a column.
+"""
 from __future__ import annotations
 
+import math
+import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from tracer.trace.analyze import Analysis
+from tracer.trace.analyze import Analysis, PairVerdict
 from tracer.trace.ordering import Verdict
+from tracer.trace.pairs import PairSpec
+from tracer.trace.selection import parse_range, require_shown
 
-FAMILIES = ("cast_transpose", "dgrad", "wgrad", "amax_update", "check", "other")
+FAMILIES = ("cast_transpose", "dgrad", "wgrad", "amax_update", "check")  # tracer's families, fixed colours
+OTHER, CHECK = "other", "check"
+TOP_CATEGORIES = 8  # categories besides "other"
 MAX_BARS_PER_LANE = 3000
+MAX_ARROWS_PER_KIND = 150  # beyond: a density strip
+MAX_DRAWN_PAIRS = 1000  # pairs looked at for drawing, UNORDERED first
+AXES_SHARE = 0.8  # share of the figure width the time axis gets (for pixel sizes)
+DENSE_SHARE = 0.8  # the default view holds this share of the kernels
+MARK_MIN_PX = 4.0
+PAIR_KINDS = tuple(v.value for v in Verdict)
+HAZARD = "hazard"
+EVENT = "event"
+
+
+@dataclass(frozen=True)
+class ColumnMix:
+    """Busy time per (pixel column, category) of a lane too big for one bar per kernel."""
+
+    x0_us: float
+    col_us: float
+    busy_us: np.ndarray  # (columns, categories)
 
 
 @dataclass(frozen=True)
 class Lane:
     label: str
-    start_us: np.ndarray
+    device: int
+    stream: int
+    start_us: np.ndarray  # one bar per kernel (empty when the lane is a column mix)
     width_us: np.ndarray
-    family: np.ndarray  # index into FAMILIES
-    kernels: int  # kernels in the window before aggregation
-    aggregated: bool
+    category: np.ndarray  # index into TimelineData.categories
+    names: tuple[str, ...]  # short kernel name per bar
+    kernels: int  # kernels in the window
+    mix: ColumnMix | None
+
+    @property
+    def aggregated(self) -> bool:
+        return self.mix is not None
 
 
 @dataclass(frozen=True)
@@ -32,7 +72,8 @@ class RangeLane:
     start_us: np.ndarray
     width_us: np.ndarray
     depth: np.ndarray
-    names: tuple[str, ...]
+    names: tuple[str, ...]  # per bar; empty when aggregated
+    aggregated: bool
 
 
 @dataclass(frozen=True)
@@ -41,170 +82,571 @@ class Arrow:
     lane0: int
     x1_us: float
     lane1: int
-    kind: str  # "event", or a pair verdict
+    kind: str  # "event", a pair verdict ("unordered", ...) or "hazard"
     label: str
+    producer: int  # kernel indices
+    consumer: int
+
+
+@dataclass(frozen=True)
+class Mark:
+    """A kernel a drawn pair or hazard is about, drawn on top with a minimum width and an outline."""
+
+    lane: int
+    start_us: float
+    width_us: float
+    category: int
+    kind: str  # the arrow kind it belongs to (its outline colour)
+    kernel: int
+
+
+@dataclass(frozen=True)
+class Strip:
+    """Arrows of one kind too many to draw: their count per pixel column (at the consumer end)."""
+
+    kind: str
+    label: str
+    x0_us: float
+    col_us: float
+    counts: np.ndarray
 
 
 @dataclass(frozen=True)
 class TimelineData:
     title: str
+    subtitle: str  # what is applied: range, window and why
+    hint: str  # how to zoom
     window_us: tuple[float, float]
+    unit: tuple[str, float]  # axis unit and its size in microseconds
+    color_by: str  # "NVTX family" or "kernel name"
+    categories: tuple[str, ...]
     lanes: tuple[Lane, ...]
     range_lanes: tuple[RangeLane, ...]
     arrows: tuple[Arrow, ...]
+    marks: tuple[Mark, ...]
+    strips: tuple[Strip, ...]
 
 
-def family_of(name: str) -> int:
-    last = name.rsplit("/", 1)[-1]
-    return FAMILIES.index(last) if last in FAMILIES else len(FAMILIES) - 1
+class HazardLike(Protocol):
+    """What the timeline needs of a hazard: its kind and the kernel index of both sides."""
+
+    kind: object  # "RAW", "WAR", "WAW", "reuse" (str or str Enum)
+    producer_index: int
+    consumer_index: int
 
 
-def aggregate(start: np.ndarray, end: np.ndarray, fam: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One bar per (pixel column, family) spanning its kernels; kernels longer than the lane's
-    99.9th percentile stay on their own so outliers remain visible."""
+@dataclass(frozen=True)
+class Frame:
+    """Where each kernel goes: times in microseconds from the first kernel, lane (-1: none)."""
+
+    t0: int
+    lane_keys: tuple[tuple[int, int], ...]
+    lane_of_kernel: np.ndarray
+    start_us: np.ndarray
+    end_us: np.ndarray
+
+
+# ---- options --------------------------------------------------------------------------------
+
+def pair_mode(spec: PairSpec) -> str:
+    """'none', 'all' or 'globs'."""
+    return spec.mode.value
+
+
+def time_unit(span_us: float) -> tuple[str, float]:
+    if span_us >= 10e6:
+        return "s", 1e6
+    if span_us >= 10e3:
+        return "ms", 1e3
+    return "µs", 1.0
+
+
+def short_name(name: str, width: int = 56) -> str:
+    """A kernel name a legend can hold: no `void`, argument list, namespaces or integer casts; cut to width."""
+    s = re.sub(r"\bvoid ", "", name.replace("(anonymous namespace)::", ""))
+    depth = 0
+    for i, ch in enumerate(s):
+        depth += 1 if ch in "<[" else -1 if ch in ">]" else 0
+        if ch == "(" and depth == 0 and i > 0:
+            s = s[:i]
+            break
+    s = re.sub(r"\b[A-Za-z_]\w*::", "", s)
+    s = re.sub(r"\((?:unsigned )?(?:int|long|short|char)\)", "", s)
+    return _ellipsize(re.sub(r"\s+", " ", s).strip() or name.strip(), width)
+
+
+def _ellipsize(s: str, width: int, middle: bool = False) -> str:
+    if len(s) <= width:
+        return s
+    if middle:
+        return s[: width // 2 - 1] + "…" + s[-(width - width // 2):]
+    return s[: width - 1] + "…"
+
+
+def distinct_short_names(names: Sequence[str], width: int = 56) -> list[str]:
+    """short_name of each; names whose short forms collide show their start, then the text from
+    where they differ; still equal ones are numbered."""
+    full = [short_name(n, 10_000) for n in names]
+    out = [_ellipsize(f, width) for f in full]
+    for short in {o for o in out if out.count(o) > 1}:
+        group = [i for i, o in enumerate(out) if o == short]
+        common = len(os.path.commonprefix([full[i] for i in group]))
+        head = width // 3
+        for i in group:
+            tail = full[i][max(head, common - 8):]
+            out[i] = full[i][:head] + "…" + _ellipsize(tail, width - head - 1)
+    seen: dict[str, int] = {}
+    for i, o in enumerate(out):
+        seen[o] = seen.get(o, 0) + 1
+        out[i] = o if seen[o] == 1 else f"{o} #{seen[o]}"
+    return out
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}" + ("" if n == 1 else "s")
+
+
+# ---- frame, pairs, hazards --------------------------------------------------------------------
+
+
+def make_frame(a: Analysis) -> Frame:
+    """Lanes in the analysis' stream order (computed once there), one lane index per kernel."""
+    k = a.trace.kernels
+    keys = tuple((s.device, s.stream) for s in a.streams)
+    t0 = int(k.start.min()) if len(k) else 0
+    packed = _pack(np.array([d for d, _ in keys], dtype=np.int64), np.array([s for _, s in keys], dtype=np.int64))
+    order = np.argsort(packed)
+    kp = _pack(k.device, k.stream)
+    pos = np.clip(np.searchsorted(packed[order], kp), 0, max(len(keys) - 1, 0))
+    lane = np.where(packed[order][pos] == kp, order[pos], -1) if len(keys) else np.full(len(k), -1)
+    return Frame(t0, keys, lane.astype(np.int64), (k.start - t0) / 1e3, (k.end - t0) / 1e3)
+
+
+def pairs_to_draw(a: Analysis) -> list[PairVerdict]:
+    """UNORDERED pairs first; with `all` only those (the ordered ones are the lanes and the event
+    edges), with globs every pair across streams (the ones asked about); at most MAX_DRAWN_PAIRS."""
+    mode = pair_mode(a.pair_spec)
+    if mode == "none":
+        return []
+    unordered = [p for p in a.pairs if p.verdict is Verdict.UNORDERED]
+    rest = [] if mode == "all" else [p for p in a.pairs if p.verdict is not Verdict.UNORDERED]
+    picked = (unordered + rest)[:MAX_DRAWN_PAIRS]
+    return [p for p in picked if p.producer_stream != p.consumer_stream]  # stream order is the lane itself
+
+
+def pair_kernels(pairs: Sequence[PairVerdict]) -> list[tuple[int, int] | None]:
+    """(producer, consumer) kernel index per pair (None where the pair does not know them)."""
+    return [(p.producer_index, p.consumer_index) if p.producer_index >= 0 and p.consumer_index >= 0 else None
+            for p in pairs]
+
+
+def hazards_of(a: Analysis) -> tuple[HazardLike, ...]:
+    """The hazards the analysis lists (none with --no-hazards or without memory access sets)."""
+    return tuple(a.hazards.listed) if a.hazards is not None else ()
+
+
+def arrows_from_pairs(pairs: Sequence[PairVerdict], kernels: Sequence[tuple[int, int] | None], frame: Frame) -> list[Arrow]:
+    out = []
+    for p, pk in zip(pairs, kernels):
+        if pk is not None:
+            label = f"{p.producer} -> {p.consumer}" + (" UNORDERED" if p.verdict is Verdict.UNORDERED else "")
+            out.append(_arrow(frame, pk[0], pk[1], p.verdict.value, label))
+    return [a for a in out if a is not None]
+
+
+def arrows_from_hazards(hazards: Iterable[HazardLike], frame: Frame) -> list[Arrow]:
+    """One arrow per hazard, producer -> consumer, labelled with its kind (RAW, WAR, WAW, reuse)."""
+    out = []
+    for h in hazards:
+        kind = str(getattr(h.kind, "value", h.kind))
+        may = " (may)" if getattr(h, "may", False) else ""
+        out.append(_arrow(frame, int(h.producer_index), int(h.consumer_index), HAZARD, f"{kind} hazard{may}"))
+    return [a for a in out if a is not None]
+
+
+def _arrow(frame: Frame, p: int, c: int, kind: str, label: str) -> Arrow | None:
+    n = len(frame.lane_of_kernel)
+    if not (0 <= p < n and 0 <= c < n) or frame.lane_of_kernel[p] < 0 or frame.lane_of_kernel[c] < 0:
+        return None
+    return Arrow(float(frame.end_us[p]), int(frame.lane_of_kernel[p]), float(frame.start_us[c]),
+                 int(frame.lane_of_kernel[c]), kind, label, p, c)
+
+
+@dataclass(frozen=True)
+class EventEdges:
+    """Event record -> stream wait edges: the last kernel before the record on its stream and the
+    first kernel after the wait on the waiting stream, with both streams and the event key."""
+
+    producer: np.ndarray
+    consumer: np.ndarray
+    record_device: np.ndarray
+    record_stream: np.ndarray
+    wait_device: np.ndarray
+    wait_stream: np.ndarray
+    key: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.producer)
+
+
+def event_edges(a: Analysis) -> EventEdges:
+    t, k = a.trace, a.trace.kernels
+    recs = {r.key: r for r in t.records}
+    rows = [(recs[y.key], y) for y in t.syncs if y.kind.value == "wait" and y.key in recs]
+    cols = np.array([(r.device, r.stream, r.corr, y.device, y.stream, y.corr, y.key) for r, y in rows],
+                    dtype=np.int64).reshape(-1, 7)
+    index = _SubmissionIndex(k.device, k.stream, k.corr)
+    p = index.neighbour(cols[:, 0], cols[:, 1], cols[:, 2], after=False)
+    c = index.neighbour(cols[:, 3], cols[:, 4], cols[:, 5], after=True)
+    ok = (p >= 0) & (c >= 0)
+    return EventEdges(p[ok], c[ok], cols[ok, 0], cols[ok, 1], cols[ok, 3], cols[ok, 4], cols[ok, 6])
+
+
+class _SubmissionIndex:
+    """Kernels sorted by (device, stream, correlation id) as one int64 key: stream rank, then corr."""
+
+    def __init__(self, device: np.ndarray, stream: np.ndarray, corr: np.ndarray) -> None:
+        kp = _pack(device, stream)
+        self.lanes, rank = np.unique(kp, return_inverse=True)
+        self.span = int(corr.max()) + 2 if len(corr) else 2
+        key = rank.astype(np.int64) * self.span + corr
+        self.order = np.argsort(key, kind="stable")
+        self.key = key[self.order]
+
+    def neighbour(self, device: np.ndarray, stream: np.ndarray, corr: np.ndarray, after: bool) -> np.ndarray:
+        """Per query, the first kernel on (device, stream) submitted after corr, or the last one
+        before it; -1 where there is none."""
+        q = _pack(device, stream)
+        rank = np.clip(np.searchsorted(self.lanes, q), 0, max(len(self.lanes) - 1, 0))
+        known = (self.lanes[rank] == q) if len(self.lanes) else np.zeros(len(q), dtype=bool)
+        pos = np.searchsorted(self.key, rank * self.span + np.clip(corr, 0, self.span - 1))
+        j = pos if after else pos - 1
+        inside = (j >= 0) & (j < len(self.key))
+        jj = np.clip(j, 0, max(len(self.key) - 1, 0))
+        same = inside & known & (self.key[jj] // self.span == rank) if len(self.key) else inside
+        return np.where(same, self.order[jj] if len(self.key) else -1, -1)
+
+
+def _pack(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    return (np.asarray(device, dtype=np.int64) << 32) | (np.asarray(stream, dtype=np.int64) & 0xFFFFFFFF)
+
+
+# ---- categories, window, lanes ----------------------------------------------------------------
+
+
+def categories(a: Analysis, sel: np.ndarray) -> tuple[str, tuple[str, ...], np.ndarray]:
+    """(colour by, category names, category per selected kernel): NVTX families where path-like
+    range names hold at least half the GPU time, else kernel names; the top TOP_CATEGORIES by GPU
+    time, the rest "other"."""
+    t, k = a.trace, a.trace.kernels
+    dur = (k.end[sel] - k.start[sel]).astype(np.float64) + 1.0  # +1 ns: zero-length kernels still count
+    fam, fam_names = _families(a, sel)
+    if len(sel) and dur[fam >= 0].sum() >= 0.5 * dur.sum():
+        names, cat = _top(fam, fam_names, dur)
+        return "NVTX family", names, cat
+    u, inv = np.unique(k.name[sel], return_inverse=True)
+    names, cat = _top(inv.astype(np.int64), [t.strings[int(i)] for i in u], dur)
+    tail = (OTHER,) if names[-1:] == (OTHER,) else ()
+    return "kernel name", tuple(distinct_short_names(names[: len(names) - len(tail)])) + tail, cat
+
+
+def _families(a: Analysis, sel: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    """Per selected kernel, the last `/` segment of its range name (an index into the returned
+    names), -1 when its range name is not a path or it has no range; one lookup per distinct name."""
+    t = a.trace
+    rng = a.attribution.range_of_kernel[sel]
+    sid = np.where(rng >= 0, t.ranges.text[np.maximum(rng, 0)] if len(t.ranges.text) else -1, -1)
+    u, inv = np.unique(sid, return_inverse=True)
+    names: dict[str, int] = {}
+    of_u = np.array([names.setdefault(t.strings[int(s)].rsplit("/", 1)[1], len(names))
+                     if s >= 0 and "/" in t.strings[int(s)] else -1 for s in u], dtype=np.int64)
+    return (of_u[inv] if len(u) else np.zeros(0, dtype=np.int64)), list(names)
+
+
+def _top(ids: np.ndarray, names: list[str], weight: np.ndarray) -> tuple[tuple[str, ...], np.ndarray]:
+    """The TOP_CATEGORIES names with the most weight (tracer's families first, in their fixed
+    order), then "other" if anything is left; the category of each id (-1: other)."""
+    has = ids >= 0
+    total = np.bincount(ids[has], weights=weight[has], minlength=len(names))
+    ranked = [int(i) for i in np.argsort(-total, kind="stable") if total[i] > 0][:TOP_CATEGORIES]
+    ranked.sort(key=lambda i: (FAMILIES.index(names[i]) if names[i] in FAMILIES else len(FAMILIES), -total[i]))
+    picked = [names[i] for i in ranked]
+    to_cat = np.full(len(names) + 1, len(picked), dtype=np.int64)  # last slot: ids of -1
+    to_cat[ranked] = np.arange(len(ranked))
+    cat = to_cat[np.where(has, ids, len(names))]
+    other = bool((cat == len(picked)).any())
+    return tuple(picked) + ((OTHER,) if other else ()), cat
+
+
+def choose_window(frame: Frame, base: np.ndarray, window: tuple[float, float] | None, ranged: bool,
+                  must: np.ndarray) -> tuple[float, float, str]:
+    """(lo, hi, why) in microseconds. A given window is clipped to the kernels in it; with --range,
+    the extent of the matching kernels; by default the shortest interval holding DENSE_SHARE of the
+    kernels, stretched over `must` (UNORDERED pairs, hazards), or the whole trace when that is more
+    than half of it."""
+    s, e = frame.start_us[base], frame.end_us[base]
+    if window is not None:
+        lo, hi = window
+        inside = (e >= lo) & (s <= hi)
+        if not inside.any():
+            return lo, hi, "as given"
+        return max(lo, float(s[inside].min())), min(hi, float(e[inside].max())), "as given"
+    if len(s) == 0:
+        return 0.0, 1.0, "no kernels"
+    lo_all, hi_all = float(s.min()), float(e.max())
+    if ranged:
+        return lo_all, hi_all, "the kernels of the matching ranges"
+    lo, hi = _densest(s, e)
+    if len(must):
+        lo, hi = min(lo, float(frame.start_us[must].min())), max(hi, float(frame.end_us[must].max()))
+    if hi - lo > 0.5 * (hi_all - lo_all):
+        return lo_all, hi_all, "whole trace"
+    why = f"the densest {DENSE_SHARE:.0%} of kernels" + (" and every UNORDERED pair or hazard drawn" if len(must) else "")
+    margin = 0.02 * (hi - lo)
+    return max(lo_all, lo - margin), min(hi_all, hi + margin), why
+
+
+def _densest(s: np.ndarray, e: np.ndarray) -> tuple[float, float]:
+    ss = np.sort(s)
+    n = len(ss)
+    m = max(1, int(math.ceil(DENSE_SHARE * n)))
+    i = int(np.argmin(ss[m - 1:] - ss[: n - m + 1]))
+    lo, hi = float(ss[i]), float(ss[i + m - 1])
+    return lo, float(e[(s >= lo) & (s <= hi)].max())
+
+
+def column_busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, x0: float, col_us: float, ncols: int,
+                ncat: int) -> np.ndarray:
+    """Busy time of each category in each column [x0 + j*col, x0 + (j+1)*col), exact and O(kernels):
+    the busy time up to x is G(x, starts) - G(x, ends) with G(x, p) = sum of max(0, x - p)."""
+    edges = col_us * np.arange(ncols + 1, dtype=np.float64)
+
+    def g(points: np.ndarray) -> np.ndarray:
+        rel = points - x0
+        b = np.clip(np.floor(rel / col_us).astype(np.int64) + 1, 0, ncols + 1) * ncat + cat
+        size = (ncols + 2) * ncat
+        n = np.bincount(b, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
+        total = np.bincount(b, weights=rel, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
+        return n * edges[:, None] - total
+
+    return np.maximum(np.diff(g(start) - g(end), axis=0), 0.0)
+
+
+def aggregate(start: np.ndarray, end: np.ndarray, group: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One bar per (pixel column, group) spanning its items; items longer than the 99.9th
+    percentile stay on their own so outliers remain visible. For NVTX lanes (group: depth)."""
     long = (end - start) > np.percentile(end - start, 99.9)
     col = np.floor((start - start.min()) / max(pixel, 1e-9)).astype(np.int64)
-    key = np.where(long, -1 - np.arange(len(start)), col * 16 + fam)  # outliers get a key of their own
+    key = np.where(long, -1 - np.arange(len(start)), col * 64 + group)  # outliers get a key of their own
     order = np.lexsort((start, key))
     key_s = key[order]
     first = np.nonzero(np.r_[True, key_s[1:] != key_s[:-1]])[0]
     st = np.minimum.reduceat(start[order], first)
     en = np.maximum.reduceat(end[order], first)
-    return st, en - st, fam[order][first]
+    return st, en - st, group[order][first]
+
+
+@dataclass(frozen=True)
+class _View:
+    lo: float
+    hi: float
+    ncols: int
+
+    @property
+    def px_us(self) -> float:
+        return (self.hi - self.lo) / self.ncols
+
+
+def _lanes(a: Analysis, frame: Frame, sel: np.ndarray, cat: np.ndarray, ncat: int, view: _View) -> tuple[Lane, ...]:
+    lane = frame.lane_of_kernel[sel]
+    order = np.argsort(lane, kind="stable")
+    sel, cat, lane = sel[order], cat[order], lane[order]
+    bounds = np.searchsorted(lane, np.arange(len(frame.lane_keys) + 1))
+    return tuple(_lane(a, frame, key, sel[bounds[i]:bounds[i + 1]], cat[bounds[i]:bounds[i + 1]], ncat, view)
+                 for i, key in enumerate(frame.lane_keys))
+
+
+def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat: np.ndarray, ncat: int,
+          view: _View) -> Lane:
+    st, en = frame.start_us[idx], frame.end_us[idx]
+    n, empty = len(idx), np.zeros(0)
+    if n > MAX_BARS_PER_LANE:
+        mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
+        return Lane(f"GPU{key[0]} stream {key[1]} ({_plural(n, 'kernel')}, mixed per column)", key[0], key[1],
+                    empty, empty, empty.astype(np.int64), (), n, mix)
+    by_start = np.argsort(st, kind="stable")
+    idx, st, en, cat = idx[by_start], st[by_start], en[by_start], cat[by_start]
+    u, inv = np.unique(a.trace.kernels.name[idx], return_inverse=True)
+    short = [short_name(a.trace.strings[int(i)], 60) for i in u]
+    return Lane(f"GPU{key[0]} stream {key[1]} ({_plural(n, 'kernel')})", key[0], key[1], st,
+                np.maximum(en - st, view.px_us), cat, tuple(short[i] for i in inv), n, None)
+
+
+def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | None) -> tuple[RangeLane, ...]:
+    r, t = a.trace.ranges, a.trace
+    st_all, en_all = (r.start - frame.t0) / 1e3, (r.end - frame.t0) / 1e3
+    ok = (r.end >= 0) & (en_all >= view.lo) & (st_all <= view.hi)
+    if rx is not None:
+        ok &= _matching(t.strings, r.text, rx)
+    out = []
+    for tid in np.unique(r.tid[ok]):
+        idx = np.nonzero(ok & (r.tid == tid))[0]
+        st, en = st_all[idx], en_all[idx]
+        depth = _depths(st, en)
+        label = f"CPU thread {int(tid) & 0xFFFFFF} NVTX"
+        if len(idx) > MAX_BARS_PER_LANE:  # one bar per (pixel column, depth), names dropped
+            st, wd, depth = aggregate(st, en, depth, view.px_us)
+            out.append(RangeLane(label + " (aggregated)", st, np.maximum(wd, view.px_us), depth, (), True))
+            continue
+        names = tuple(t.strings[int(i)] for i in r.text[idx])
+        out.append(RangeLane(label, st, np.maximum(en - st, view.px_us), depth, names, False))
+    return tuple(out)
+
+
+def _matching(strings: list[str], sids: np.ndarray, rx: re.Pattern[str]) -> np.ndarray:
+    """rx.search on each string id, one search per distinct id."""
+    u, inv = np.unique(sids, return_inverse=True)
+    hit = np.array([bool(rx.search(strings[int(s)])) if s >= 0 else False for s in u], dtype=bool)
+    return hit[inv] if len(u) else np.zeros(len(sids), dtype=bool)
+
+
+def _depths(st: np.ndarray, en: np.ndarray) -> np.ndarray:
+    """Nesting depth of each range: the ranges of its thread started before it and still open when
+    it starts (the stack depth for properly nested ranges)."""
+    order = np.argsort(st, kind="stable")
+    closed = np.searchsorted(np.sort(en), st[order], side="right")
+    depth = np.empty(len(st), dtype=np.int64)
+    depth[order] = np.maximum(np.arange(len(st)) - closed, 0)
+    return depth
+
+
+# ---- arrows, marks, the whole picture -----------------------------------------------------------
+
+STRIP_NAMES = {EVENT: "event edges", Verdict.UNORDERED.value: "UNORDERED pairs", HAZARD: "hazards"}
+MARK_ORDER = (Verdict.UNORDERED.value, HAZARD, Verdict.HOST_SYNCHRONIZED.value, Verdict.EVENT_ORDERED.value,
+              Verdict.SAME_STREAM.value)
+
+
+def event_arrows(edges: EventEdges, frame: Frame, view: _View) -> tuple[list[Arrow], list[Strip]]:
+    """Event edges touching the window: arrows while few, else a strip (computed on arrays, no
+    object per edge)."""
+    p, c = edges.producer, edges.consumer
+    lane0, lane1 = frame.lane_of_kernel[p], frame.lane_of_kernel[c]
+    x0, x1 = frame.end_us[p], frame.start_us[c]
+    ok = (lane0 >= 0) & (lane1 >= 0) & (((x1 >= view.lo) & (x1 <= view.hi)) | ((x0 >= view.lo) & (x0 <= view.hi)))
+    if ok.sum() > MAX_ARROWS_PER_KIND:
+        return [], [_strip(EVENT, x1[ok], view, 0)]
+    return [Arrow(float(x0[i]), int(lane0[i]), float(x1[i]), int(lane1[i]), EVENT, f"event {int(edges.key[i])}",
+                  int(p[i]), int(c[i])) for i in np.nonzero(ok)[0]], []
+
+
+def split_arrows(arrows: Sequence[Arrow], view: _View, totals: dict[str, int]) -> tuple[list[Arrow], list[Strip]]:
+    """Arrows touching the window; a kind with more than MAX_ARROWS_PER_KIND becomes a strip.
+    `totals`: how many of a kind the trace has, when only some were handed over to draw."""
+    seen = [a for a in arrows if view.lo <= a.x1_us <= view.hi or view.lo <= a.x0_us <= view.hi]
+    drawn, strips = [], []
+    for kind in dict.fromkeys(a.kind for a in seen):
+        mine = [a for a in seen if a.kind == kind]
+        if len(mine) <= MAX_ARROWS_PER_KIND:
+            drawn += mine
+        else:
+            strips.append(_strip(kind, np.array([a.x1_us for a in mine]), view, totals.get(kind, 0)))
+    return drawn, strips
+
+
+def _strip(kind: str, x1: np.ndarray, view: _View, total: int) -> Strip:
+    """Counts per pixel column at the consumer end."""
+    counts, _ = np.histogram(np.clip(x1, view.lo, view.hi), bins=view.ncols, range=(view.lo, view.hi))
+    of = f" of {total:,}" if total > len(x1) else ""
+    label = f"{STRIP_NAMES.get(kind, f'{kind} pairs')}: {len(x1):,}{of} (max {int(counts.max())}/column)"
+    return Strip(kind, label, view.lo, view.px_us, counts)
+
+
+def marks_for(arrows: Sequence[Arrow], frame: Frame, sel: np.ndarray, cat: np.ndarray, other: int,
+              view: _View) -> tuple[Mark, ...]:
+    """Both kernels of every drawn pair or hazard, at least MARK_MIN_PX wide; a kernel in several
+    takes the most severe kind. `sel` sorted, `cat` its categories."""
+    best: dict[int, str] = {}
+    for a in arrows:
+        if a.kind == EVENT:
+            continue
+        for kern in (a.producer, a.consumer):
+            if kern not in best or MARK_ORDER.index(a.kind) < MARK_ORDER.index(best[kern]):
+                best[kern] = a.kind
+    out = []
+    for kern, kind in best.items():
+        s, e = float(frame.start_us[kern]), float(frame.end_us[kern])
+        w = max(e - s, MARK_MIN_PX * view.px_us)
+        pos = int(np.searchsorted(sel, kern))
+        c = int(cat[pos]) if pos < len(sel) and sel[pos] == kern else other
+        out.append(Mark(int(frame.lane_of_kernel[kern]), (s + e) / 2 - w / 2, w, c, kind, kern))
+    return tuple(out)
 
 
 def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
                   show_pairs: bool = True, width_px: int = 1600) -> TimelineData:
-    t, k, attr = a.trace, a.trace.kernels, a.attribution
-    t0 = int(k.start.min()) if len(k) else 0
-    lo, hi = window or (0.0, float("inf"))
-    rx = re.compile(range_regex) if range_regex else None
-    names = np.array([t.strings[int(t.ranges.text[r])] if r >= 0 else "" for r in attr.range_of_kernel], dtype=object)
-    fam = np.array([family_of(n) for n in names], dtype=np.int64)
-    s_us, e_us = (k.start - t0) / 1e3, (k.end - t0) / 1e3
-    keep = (e_us >= lo) & (s_us <= hi)
-    if rx is not None:
-        keep &= np.array([bool(rx.search(n)) for n in names])
-    hi_eff = float(e_us[keep].max()) if keep.any() else lo + 1.0
-    lo_eff = max(lo, float(s_us[keep].min())) if keep.any() else lo
-    pixel = (min(hi, hi_eff) - lo_eff) / width_px
-    lanes, lane_of = [], {}
-    for dev, stream in sorted({(int(d), int(s)) for d, s in zip(k.device, k.stream)}):
-        idx = np.nonzero(keep & (k.device == dev) & (k.stream == stream))[0]
-        idx = idx[np.argsort(s_us[idx], kind="stable")]
-        st, en, fm = s_us[idx], e_us[idx], fam[idx]
-        agg = len(idx) > MAX_BARS_PER_LANE
-        if agg:
-            st, wd, fm = aggregate(st, en, fm, pixel)
-        else:
-            wd = en - st
-        wd = np.maximum(wd, pixel)  # every kernel at least one pixel wide
-        lane_of[(dev, stream)] = len(lanes)
-        lanes.append(Lane(f"GPU{dev} stream {stream}", st, wd, fm, len(idx), agg))
-    ranges = _range_lanes(a, t0, lo_eff, min(hi, hi_eff), rx)
-    arrows = _event_arrows(a, t0, lane_of) + (_pair_arrows(a, t0, lane_of) if show_pairs else [])
-    w0, w1 = lo_eff, min(hi, hi_eff)
-    arrows = [ar for ar in arrows if w0 <= ar.x1_us <= w1 or w0 <= ar.x0_us <= w1]
-    return TimelineData(Path(t.source).name, (lo_eff, min(hi, hi_eff)), tuple(lanes), ranges, tuple(arrows))
+    """What to draw for a figure `width_px` wide: kernels in the window (given, the extent of
+    --range, or the default view), pairs and hazards of the analysis, event edges."""
+    frame = make_frame(a)
+    rx = re.compile(parse_range(range_regex)) if range_regex is not None else None
+    base = _base_kernels(a, frame, rx)
+    pairs = pairs_to_draw(a) if show_pairs else []
+    pair_arrows = arrows_from_pairs(pairs, pair_kernels(pairs), frame)
+    hazard_arrows = arrows_from_hazards(hazards_of(a), frame) if show_pairs else []
+    must = np.array(sorted({k for ar in pair_arrows + hazard_arrows if ar.kind in (Verdict.UNORDERED.value, HAZARD)
+                            for k in (ar.producer, ar.consumer)}), dtype=np.int64)
+    lo, hi, why = choose_window(frame, base, window, rx is not None, must)
+    view = _View(lo, max(hi, lo + 1e-3), max(1, int(width_px * AXES_SHARE)))
+    sel = base[(frame.end_us[base] >= view.lo) & (frame.start_us[base] <= view.hi)]
+    color_by, names, cat = categories(a, sel)
+    lanes = _lanes(a, frame, sel, cat, len(names), view)
+    ranges = _range_lanes(a, frame, view, rx)
+    require_shown(a.trace, a.attribution, int(sel.size), range_regex, window)
+    drawn, strips = event_arrows(event_edges(a), frame, view)
+    more, more_strips = split_arrows(pair_arrows + hazard_arrows, view, dict(a.pair_counts))
+    drawn, strips = drawn + more, strips + more_strips
+    other = names.index(OTHER) if OTHER in names else len(names)
+    marks = marks_for(more, frame, sel, cat, other, view)
+    unit = time_unit(view.hi - view.lo)
+    title = (f"stream timeline: {Path(a.trace.source).name}  ({_plural(len(lanes), 'GPU lane')}, "
+             f"{_plural(len(ranges), 'CPU lane')})")
+    drawn_unordered = sum(ar.kind == Verdict.UNORDERED.value for ar in drawn) + sum(
+        int(st.counts.sum()) for st in strips if st.kind == Verdict.UNORDERED.value)
+    return TimelineData(title, _subtitle(a, range_regex, view, unit, why, color_by, drawn_unordered), _hint(view, unit, why),
+                        (view.lo, view.hi), unit, color_by, names, lanes, ranges, tuple(drawn), marks, tuple(strips))
 
 
-def _range_lanes(a: Analysis, t0: int, lo: float, hi: float, rx: re.Pattern[str] | None) -> tuple[RangeLane, ...]:
-    r, t = a.trace.ranges, a.trace
-    out = []
-    for tid in np.unique(r.tid):
-        idx = np.nonzero((r.tid == tid) & (r.end >= 0))[0]
-        st, en = (r.start[idx] - t0) / 1e3, (r.end[idx] - t0) / 1e3
-        sel = (en >= lo) & (st <= hi)
-        if rx is not None:
-            sel &= np.array([bool(rx.search(t.strings[int(i)])) for i in r.text[idx]], dtype=bool)
-        sel_idx = np.nonzero(sel)[0]
-        names = [t.strings[int(i)] for i in r.text[idx[sel_idx]]]
-        st, en = st[sel_idx], en[sel_idx]
-        depth = _depths(st, en)
-        if len(st) > MAX_BARS_PER_LANE:  # one bar per (pixel column, depth), names dropped
-            st, wd, depth = aggregate(st, en, depth, (hi - lo) / 1600)
-            out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF} (aggregated)", st, wd, depth, ()))
-            continue
-        out.append(RangeLane(f"CPU thread {int(tid) & 0xFFFFFF}", st, en - st, depth, tuple(names)))
-    return tuple(out)
+def _base_kernels(a: Analysis, frame: Frame, rx: re.Pattern[str] | None) -> np.ndarray:
+    """Kernels with a lane, and with a range matching --range when given."""
+    ok = frame.lane_of_kernel >= 0
+    if rx is None:
+        return np.nonzero(ok)[0]
+    t, rng = a.trace, a.attribution.range_of_kernel
+    sid = np.where(rng >= 0, t.ranges.text[np.maximum(rng, 0)] if len(t.ranges.text) else -1, -1)
+    return np.nonzero(ok & _matching(t.strings, sid, rx))[0]
 
 
-def _depths(st: np.ndarray, en: np.ndarray) -> np.ndarray:
-    order = np.argsort(st, kind="stable")
-    depth = np.zeros(len(st), dtype=np.int64)
-    stack: list[float] = []
-    for i in order:
-        while stack and stack[-1] <= st[i]:
-            stack.pop()
-        depth[i] = len(stack)
-        stack.append(en[i])
-    return depth
+def _fmt(x_us: float, unit: tuple[str, float]) -> str:
+    return f"{x_us / unit[1]:.6g}"
 
 
-StreamIndex = dict[int, tuple[np.ndarray, np.ndarray]]  # stream -> (kernel indices, their corr), by corr
+def _subtitle(a: Analysis, regex: str | None, view: _View, unit: tuple[str, float], why: str, color_by: str,
+              drawn_unordered: int) -> str:
+    parts = [f"range {regex!r}"] if regex else []
+    parts.append(f"window {_fmt(view.lo, unit)}-{_fmt(view.hi, unit)} {unit[0]} ({why})")
+    parts.append(f"colour: {color_by}")
+    mode = pair_mode(a.pair_spec)
+    if mode != "none":
+        parts.append(f"pairs {mode}: {a.pair_counts.get(Verdict.UNORDERED.value, 0):,} UNORDERED in the trace, "
+                     f"{drawn_unordered:,} drawn")
+    hz = hazards_of(a)
+    if hz:
+        parts.append(f"{_plural(len(hz), 'hazard')} listed")
+    return "  ·  ".join(parts)
 
 
-def stream_index(a: Analysis) -> StreamIndex:
-    k = a.trace.kernels
-    out: StreamIndex = {}
-    for stream in np.unique(k.stream):
-        idx = np.nonzero(k.stream == stream)[0]
-        idx = idx[np.argsort(k.corr[idx], kind="stable")]
-        out[int(stream)] = (idx, k.corr[idx])
-    return out
-
-
-def kernel_at(index: StreamIndex, stream: int, corr: int, after: bool) -> int | None:
-    """The first kernel on the stream submitted after corr (or the last before it)."""
-    if stream not in index:
-        return None
-    idx, corrs = index[stream]
-    pos = int(np.searchsorted(corrs, corr))
-    if after:
-        return int(idx[pos]) if pos < len(idx) else None
-    return int(idx[pos - 1]) if pos > 0 else None
-
-
-def event_edges(a: Analysis) -> list[tuple[int, int, object, object]]:
-    """(last kernel before the record, first kernel after the wait, record, wait) per event edge."""
-    recs = {r.key: r for r in a.trace.records}
-    index = stream_index(a)
-    out = []
-    for y in a.trace.syncs:
-        r = recs.get(y.key)
-        if y.kind.value != "wait" or r is None:
-            continue
-        p, c = kernel_at(index, r.stream, r.corr, after=False), kernel_at(index, y.stream, y.corr, after=True)
-        if p is not None and c is not None:
-            out.append((p, c, r, y))
-    return out
-
-
-def _event_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
-    """Each event edge drawn from the last kernel before the record to the first kernel after the wait."""
-    k, out = a.trace.kernels, []
-    for p, c, r, y in event_edges(a):
-        if (r.device, r.stream) not in lane_of or (y.device, y.stream) not in lane_of:
-            continue
-        out.append(Arrow((k.end[p] - t0) / 1e3, lane_of[(r.device, r.stream)], (k.start[c] - t0) / 1e3,
-                         lane_of[(y.device, y.stream)], "event", f"event {y.key}"))
-    return out
-
-
-def _pair_arrows(a: Analysis, t0: int, lane_of: dict[tuple[int, int], int]) -> list[Arrow]:
-    k, out = a.trace.kernels, []
-    by_name = {}
-    for i, rng in enumerate(a.attribution.range_of_kernel):
-        if rng >= 0:
-            by_name.setdefault(a.trace.strings[int(a.trace.ranges.text[rng])], []).append(i)
-    for p in a.pairs:
-        if p.producer_stream == p.consumer_stream:  # stream order is the lane itself
-            continue
-        ps, cs = by_name.get(p.producer), by_name.get(p.consumer)
-        if not ps or not cs:
-            continue
-        pi, ci = max(ps, key=lambda i: k.end[i]), min(cs, key=lambda i: k.start[i])
-        out.append(Arrow((k.end[pi] - t0) / 1e3, lane_of[(int(k.device[pi]), int(k.stream[pi]))], (k.start[ci] - t0) / 1e3,
-                         lane_of[(int(k.device[ci]), int(k.stream[ci]))], p.verdict.value,
-                         f"{p.producer} -> {p.consumer}" + (" UNORDERED" if p.verdict is Verdict.UNORDERED else "")))
-    return out
+def _hint(view: _View, unit: tuple[str, float], why: str) -> str:
+    name = "us" if unit[0] == "µs" else unit[0]
+    lo, hi = view.lo, view.lo + (view.hi - view.lo) / 10
+    zoom = f"zoom: --window {_fmt(lo, unit)}{name}:{_fmt(hi, unit)}{name} (or plain microseconds), --range REGEX"
+    return zoom + ("" if why in ("whole trace", "as given") else "; whole trace: --window 0:")
