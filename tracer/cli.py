@@ -6,10 +6,10 @@ import sys
 from collections.abc import Sequence
 
 from tracer import __version__
-from tracer.commands import campaign, doctor, kernels, plot, quickstart, report, run, sanitize, trace
+from tracer.commands import campaign, doctor, kernels, plot, profile, quickstart, report, run, sanitize, trace
 from tracer.errors import TracerError
 
-COMMANDS = (quickstart, kernels, run, trace, sanitize, campaign, plot, report, doctor)
+COMMANDS = (quickstart, kernels, run, trace, sanitize, profile, campaign, plot, report, doctor)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,9 +10,9 @@ from typing import Any
 
 from tracer.errors import TraceFormatError
 from tracer.ncu.container import inspect
-from tracer.ncu.records import STALL, Dim3, FIELDS, Launch, Metric, NcuReport, SMS, Source, build_launch
+from tracer.ncu.records import REGISTERS, SMS, STALL, Dim3, FIELDS, Launch, Metric, NcuReport, Source, build_launch
 
-WANTED = set(FIELDS.values()) | {SMS, "device__attribute_compute_capability_major",
+WANTED = set(FIELDS.values()) | {SMS, REGISTERS, "device__attribute_compute_capability_major",
                                   "device__attribute_compute_capability_minor"}
 
 

@@ -14,6 +14,7 @@ OCCUPANCY_PCT = "sm__warps_active.avg.pct_of_peak_sustained_active"  # Occupancy
 ISSUED_IPC = "sm__inst_issued.avg.per_cycle_active"  # ComputeWorkloadAnalysis "Issued Ipc Active"
 CYCLES_PER_ISSUE = "smsp__average_warp_latency_per_inst_issued.ratio"  # WarpStateStats "Warp Cycles Per Issued Instruction"
 SMS = "launch__sm_count"
+REGISTERS = "launch__registers_per_thread"
 STALL = re.compile(r"smsp__average_warps_issue_stalled_(\w+)_per_issue_active\.ratio")
 MEMBAR = "membar"  # the memory-barrier stall: warps waiting at a fence (MEMBAR) for their stores to be visible
 # Collected with --metrics on top of the sections: the default sections do not carry issued IPC.
@@ -57,6 +58,7 @@ class Launch:
     stalls: tuple[tuple[str, float], ...]  # reason -> warp cycles stalled per issued instruction, by name
     cc: str | None = None  # compute capability, e.g. "9.0"
     sms: int | None = None
+    registers: int | None = None  # per thread, as launched
     missing: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -80,7 +82,7 @@ class Launch:
         dims = {k: tuple(int(x) for x in d[k]) if d.get(k) else None for k in ("grid", "block")}
         return Launch(int(d["id"]), str(d["name"]), tuple(d["nvtx"]), dims["grid"], dims["block"],  # type: ignore[arg-type]
                       *(_opt(d.get(k)) for k in FIELDS), tuple(sorted((str(r), float(v)) for r, v in d["stalls"].items())),
-                      d.get("cc"), d.get("sms"), tuple(d.get("missing", ())))
+                      d.get("cc"), d.get("sms"), d.get("registers"), tuple(d.get("missing", ())))
 
 
 @dataclass(frozen=True)
@@ -132,9 +134,13 @@ def build_launch(id_: int, name: str, nvtx: tuple[str, ...], grid: Dim3 | None, 
                           if STALL.fullmatch(k) and m.value is not None))
     if not stalls:
         missing.append("smsp__average_warps_issue_stalled_*_per_issue_active.ratio (WarpStateStats)")
-    sms = metrics.get(SMS)
-    return Launch(id_, name, nvtx, grid, block, stalls=stalls, cc=compute_capability(metrics),
-                  sms=int(sms.value) if sms and sms.value is not None else None, missing=tuple(missing), **values)
+    return Launch(id_, name, nvtx, grid, block, stalls=stalls, cc=compute_capability(metrics), sms=_int(metrics, SMS),
+                  registers=_int(metrics, REGISTERS), missing=tuple(missing), **values)
+
+
+def _int(metrics: Mapping[str, Metric], name: str) -> int | None:
+    m = metrics.get(name)
+    return None if m is None or m.value is None else int(m.value)
 
 
 def compute_capability(metrics: Mapping[str, Metric]) -> str | None:
