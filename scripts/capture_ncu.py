@@ -162,7 +162,7 @@ def step_bench(step: Step) -> None:
 
 def step_md(step: Step) -> None:
     """The table for docs/benchmarks.md from the table runs (and bench.json when present)."""
-    from tracer.ncu.compare import GroupBy, compare, groups
+    from tracer.ncu.compare import GroupBy, compare_runs
     from tracer.ncu.store import load_run
 
     bench = {}
@@ -175,7 +175,7 @@ def step_md(step: Step) -> None:
         if not (run_dir / "profile.json").is_file():
             continue
         run = load_run(run_dir)
-        c = compare(groups([run], GroupBy.LABEL), "none", run.clock_control)
+        c = compare_runs([run], "none", GroupBy.LABEL)
         deltas = {d.group: d for d in c.deltas}
         for s in c.summaries:
             lines.append(md_row(f"{size}x{size}", s, deltas.get(s.group), bench.get((f"{size}x{size}", s.group))))

@@ -201,7 +201,7 @@ def cmd_import(args: argparse.Namespace, path: Path) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, sources: list[str], loaded: list[Any] | None = None) -> int:
-    from tracer.ncu.compare import GroupBy, compare, groups, run_clock_control
+    from tracer.ncu.compare import GroupBy, compare_runs
     from tracer.ncu.store import load_run
     from tracer.ncu.text import format_comparison, format_pair
 
@@ -215,9 +215,7 @@ def cmd_compare(args: argparse.Namespace, sources: list[str], loaded: list[Any] 
 
         raise unknown("--by", args.by, [g.value for g in GroupBy]) from None
     glob = args.ranges[0] if loaded is None and args.ranges else None
-    clock, notes = run_clock_control(runs)
-    cmp = compare(groups(runs, by, args.kernel if loaded is None else None, glob), args.baseline, clock)
-    cmp = replace(cmp, notes=cmp.notes + notes)
+    cmp = compare_runs(runs, args.baseline, by, args.kernel if loaded is None else None, glob)
     if args.json:
         print(json.dumps(asdict(cmp), indent=1))
     else:

@@ -6,7 +6,7 @@ import fnmatch
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from tracer.errors import UsageError, unknown
@@ -149,3 +149,11 @@ def run_clock_control(runs: Sequence[ProfileRun]) -> tuple[str | None, tuple[str
     if len(seen) == 1:
         return (None if seen[0] == "unknown" else seen[0]), ()
     return None, (f"the runs used different clock control ({', '.join(seen)}): their durations do not compare",)
+
+
+def compare_runs(runs: Sequence[ProfileRun], baseline: str | None = DEFAULT_BASELINE, by: GroupBy = GroupBy.AUTO,
+                 kernel: str | None = None, nvtx: str | None = None) -> Comparison:
+    """Run directories (tracer.ncu.store.load_run) -> their comparison, clock control checked."""
+    clock, notes = run_clock_control(runs)
+    c = compare(groups(runs, by, kernel, nvtx), baseline, clock)
+    return replace(c, notes=c.notes + notes)
