@@ -9,10 +9,10 @@ import traceback
 from collections.abc import Sequence
 
 from tracer import __version__
-from tracer.commands import campaign, doctor, kernels, plot, quickstart, report, run, sanitize, trace
+from tracer.commands import campaign, doctor, kernels, plot, profile, quickstart, report, run, sanitize, trace
 from tracer.errors import InternalError, TracerError
 
-COMMANDS = (quickstart, kernels, run, trace, sanitize, campaign, plot, report, doctor)
+COMMANDS = (quickstart, kernels, run, trace, sanitize, profile, campaign, plot, report, doctor)
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 

@@ -1,0 +1,275 @@
+"""Nsight Compute on the GPU machine, through `tracer profile` itself: the test fixtures of
+tests/data/ncu/ and the fence-variant table of issue #19 (duration, DRAM % of peak, memory-barrier
+stall share against `none`, at 4096x4096 and 8192x8192), with bench_cast_transpose.py side by side.
+
+    python scripts/capture_ncu.py OUT [--steps info,fixtures,triton,nokernel,nvtx,table4096,bench,table8192,md]
+
+Every step runs in its own subprocess with a timeout, its output in OUT/logs/STEP.log; a failed
+step is recorded and the next one runs. Steps can be split over several calls into the same OUT
+(or copies of it): `md` reads what the others left and also runs on a CPU machine.
+OUT/tests_data_ncu/ holds the fixtures to copy into tests/data/ncu/ (each file under ~1 MB).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tracer import proc  # noqa: E402
+
+ALL_STEPS = ("info", "fixtures", "triton", "nokernel", "nvtx", "table4096", "bench", "table8192", "md")
+SMALL = "256x256x256"
+FIXTURE_VARIANTS = ("none", "device_before_atomic", "system_before_atomic")
+TRITON_KERNELS = "axpy|softmax|gemm|nvjet|xmma|cutlass"
+MAX_FIXTURE = 1 << 20
+
+
+class Step:
+    def __init__(self, out: Path, name: str) -> None:
+        self.out, self.name = out, name
+        self.log = out / "logs" / f"{name}.log"
+        self.detail: dict[str, object] = {}
+
+    def run(self, argv: list[str], timeout: float, tag: str = "") -> proc.ProcResult:
+        """argv in its own process group; stdout and stderr appended to this step's log."""
+        stem = self.out / "logs" / f"{self.name}{tag}"
+        res = proc.run(argv, timeout=timeout, stdout_path=stem.with_suffix(".out"), stderr_path=stem.with_suffix(".err"),
+                       env=child_env())
+        with open(self.log, "a") as fh:
+            fh.write(f"$ {' '.join(argv)}\n{res.stdout()}{res.stderr()}[exit {res.returncode}, timed out "
+                     f"{res.timed_out}, {res.seconds:.0f} s]\n\n")
+        return res
+
+
+def child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else []))
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    return env
+
+
+def tracer(*args: str) -> list[str]:
+    return [sys.executable, "-m", "tracer", *args]
+
+
+def ok(res: proc.ProcResult, step: Step, what: str) -> None:
+    if res.timed_out or res.returncode != 0:
+        tail = " | ".join((res.stderr() or res.stdout()).strip().splitlines()[-3:])[-400:]
+        raise RuntimeError(f"{what}: exit {res.returncode}, timed out {res.timed_out}: {tail}")
+
+
+def keep(step: Step, run_dir: Path, name: str) -> list[str]:
+    """Copy a run directory's reports, CSV exports and profile.json into OUT/tests_data_ncu/NAME."""
+    dest = step.out / "tests_data_ncu" / name
+    dest.mkdir(parents=True, exist_ok=True)
+    kept = []
+    for src in sorted(run_dir.iterdir()):
+        if src.suffix in (".ncu-rep", ".csv") or src.name == "profile.json":
+            shutil.copyfile(src, dest / src.name)
+            size = src.stat().st_size
+            kept.append(f"{name}/{src.name} {size // 1024} KiB" + (" (OVER 1 MiB)" if size > MAX_FIXTURE else ""))
+    return kept
+
+
+def step_info(step: Step) -> None:
+    from tracer.ncu.tool import find_ncu
+
+    ncu = find_ncu()
+    for tag, argv in (("ncu", [ncu, "--version"]), ("smi", ["nvidia-smi", "-q", "-d", "CLOCK,PERFORMANCE"]),
+                      ("doctor", tracer("doctor"))):
+        res = step.run(argv, 120, f".{tag}")
+        step.detail[tag] = (res.stdout().strip().splitlines() or ["?"])[-1]
+
+
+def step_fixtures(step: Step) -> None:
+    run_dir = step.out / "runs" / "variants"
+    args = ["profile", "cast_transpose_dgrad", "--shape", SMALL, "-o", str(run_dir), "--timeout", "200"]
+    for v in FIXTURE_VARIANTS:
+        args += ["--variant", v]
+    ok(step.run(tracer(*args), 600), step, "tracer profile (fixtures)")
+    step.detail["kept"] = keep(step, run_dir, "variants")
+
+
+def step_triton(step: Step) -> None:
+    run_dir = step.out / "runs" / "triton"
+    res = step.run(tracer("profile", "--kernel", TRITON_KERNELS, "--launch-count", "6", "-o", str(run_dir),
+                          "--timeout", "240", "--", sys.executable, str(Path(__file__).resolve()), "--triton-target"), 300)
+    ok(res, step, "tracer profile (torch + Triton program)")
+    step.detail["kept"] = keep(step, run_dir, "triton")
+
+
+def step_nokernel(step: Step) -> None:
+    from tracer.ncu.tool import find_ncu
+
+    target = [sys.executable, str(ROOT / "scripts" / "ncu_cast_transpose.py"), "256x256", "--launches", "1"]
+    raw = step.run([find_ncu(), "--kernel-name", "regex:no_such_kernel_xyz", "--launch-count", "1", "--force-overwrite",
+                    "--export", str(step.out / "runs" / "nokernel"), *target], 180, ".ncu")
+    logs = step.out / "tests_data_ncu" / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    (logs / "no_kernels.log").write_text(raw.stdout() + raw.stderr())
+    res = step.run(tracer("profile", "--kernel", "no_such_kernel_xyz", "-o", str(step.out / "runs" / "nokernel-tracer"),
+                          "--timeout", "200", "--", *target), 420, ".tracer")
+    (logs / "no_kernels.tracer.txt").write_text(res.stderr())
+    step.detail.update(ncu_exit=raw.returncode, tracer_exit=res.returncode, tracer_says=res.stderr().strip()[-300:])
+    if res.returncode != 2:
+        raise RuntimeError(f"expected exit 2 from tracer profile with a regex that matches nothing, got {res.returncode}")
+
+
+def step_nvtx(step: Step) -> None:
+    """Does --range (tracer's range name, '/' escaped for ncu) select the one launch inside it?"""
+    name = "step0/layer0/mb0/cast_transpose"
+    tries = [("--range", name), ("--nvtx-include", "regex:tracer@.*cast_transpose/"),
+             ("--nvtx-include", f"tracer@{name}/")]
+    for i, (flag, value) in enumerate(tries):
+        run_dir = step.out / "runs" / f"nvtx{i}"
+        res = step.run(tracer("profile", "cast_transpose_dgrad", "--variant", "none", "--shape", SMALL, flag, value,
+                              "-o", str(run_dir), "--json", "--timeout", "150"), 200, f".{i}")
+        found = []
+        if res.returncode == 0:
+            found = [x["nvtx"] for t in json.loads(res.stdout())["targets"] for x in t["report"]["launches"]]
+        # the range holds one cast: selected means exactly it (or one launch when the reader saw no NVTX)
+        selected = bool(found) and (all(p and p[-1].endswith(name) for p in found) or (found == [[]]))
+        step.detail[f"{flag} {value}"] = {"exit": res.returncode, "launches_nvtx": found, "selected": selected}
+        if selected:
+            return
+    raise RuntimeError("no NVTX filter form selected the cast_transpose range (see the log)")
+
+
+def step_table(step: Step, size: int) -> None:
+    run_dir = step.out / "runs" / f"table-{size}"
+    shape = f"{size}x{size}x{size}"
+    res = step.run(tracer("profile", "cast_transpose_dgrad", "--variant", "all", "--shape", shape, "-o", str(run_dir),
+                          "--timeout", "200", "--plot", str(step.out / f"table-{size}.png")), 580)
+    ok(res, step, f"tracer profile {shape}")
+    (step.out / f"table-{size}.txt").write_text(res.stdout())
+    print(res.stdout()[-2500:])
+
+
+def step_bench(step: Step) -> None:
+    res = step.run([sys.executable, str(ROOT / "scripts" / "bench_cast_transpose.py"), "--shapes", "4096x4096,8192x8192",
+                    "--json", str(step.out / "bench.json")], 300)
+    ok(res, step, "bench_cast_transpose.py")
+    print(res.stdout()[-1500:])
+
+
+def step_md(step: Step) -> None:
+    """The table for docs/benchmarks.md from the table runs (and bench.json when present)."""
+    from tracer.ncu.compare import GroupBy, compare_runs
+    from tracer.ncu.store import load_run
+
+    bench = {}
+    if (step.out / "bench.json").is_file():
+        bench = {(r["shape"], r["what"]): r["ms"] for r in json.loads((step.out / "bench.json").read_text())["results"]}
+    lines = ["| shape | variant | ncu us | vs none | DRAM % of peak | membar % of stalls | vs none (points) | "
+             "bench us | ncu / bench |", "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    for size in (4096, 8192):
+        run_dir = step.out / "runs" / f"table-{size}"
+        if not (run_dir / "profile.json").is_file():
+            continue
+        run = load_run(run_dir)
+        c = compare_runs([run], "none", GroupBy.LABEL)
+        deltas = {d.group: d for d in c.deltas}
+        for s in c.summaries:
+            lines.append(md_row(f"{size}x{size}", s, deltas.get(s.group), bench.get((f"{size}x{size}", s.group))))
+        lines.append(f"<!-- {size}: clock control {c.clock_control}, cache control all, medians over "
+                     f"{c.summaries[0].launches} launches per variant (weight cast E4M3 and grad cast E5M2) -->")
+    (step.out / "table.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+def md_row(shape: str, s: object, d: object, bench_ms: float | None) -> str:
+    def f(v: float | None, fmt: str) -> str:
+        return "?" if v is None else format(v, fmt)
+
+    us = None if s.duration_ns is None else s.duration_ns / 1e3  # type: ignore[attr-defined]
+    mb = s.membar_share  # type: ignore[attr-defined]
+    bench_us = None if bench_ms is None else bench_ms * 1e3
+    return (f"| {shape} | {s.group} | {f(us, '.2f')} | {f(d.duration_pct, '+.1f') + '%' if d else 'baseline'} | "  # type: ignore[attr-defined]
+            f"{f(s.dram_pct, '.1f')} | {f(None if mb is None else 100 * mb, '.2f')} | "  # type: ignore[attr-defined]
+            f"{f(d.membar_share_pts, '+.2f') if d else '-'} | {f(bench_us, '.2f')} | "  # type: ignore[attr-defined]
+            f"{f(us / bench_us if us and bench_us else None, '.3f')} |")
+
+
+STEP_FUNCS: dict[str, Callable[[Step], None]] = {
+    "info": step_info, "fixtures": step_fixtures, "triton": step_triton, "nokernel": step_nokernel, "nvtx": step_nvtx,
+    "table4096": lambda s: step_table(s, 4096), "table8192": lambda s: step_table(s, 8192), "bench": step_bench,
+    "md": step_md,
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--steps", default=",".join(ALL_STEPS), help=f"comma-separated, from {', '.join(ALL_STEPS)}")
+    args = ap.parse_args()
+    steps = [s for s in args.steps.split(",") if s]
+    bad = [s for s in steps if s not in STEP_FUNCS]
+    if bad:
+        print(f"capture_ncu: unknown step(s) {', '.join(bad)} (allowed: {', '.join(ALL_STEPS)})", file=sys.stderr)
+        return 2
+    (args.out / "logs").mkdir(parents=True, exist_ok=True)
+    summary_file = args.out / "summary.json"
+    summary = json.loads(summary_file.read_text()) if summary_file.is_file() else {}
+    for name in steps:
+        step, start = Step(args.out, name), time.monotonic()
+        print(f"=== {name} {time.strftime('%H:%M:%S')}", flush=True)
+        try:
+            STEP_FUNCS[name](step)
+            result = {"ok": True}
+        except Exception as exc:  # recorded, and the next step runs: device time is scarce
+            result = {"ok": False, "error": f"{type(exc).__name__}: {exc}"[:600]}
+        result.update(seconds=round(time.monotonic() - start, 1), detail=step.detail)
+        summary[name] = result
+        summary_file.write_text(json.dumps(summary, indent=1, default=str))
+        print(f"--- {name}: {'ok' if result['ok'] else 'FAILED ' + result['error']} ({result['seconds']} s)", flush=True)
+    return 0 if all(summary[s]["ok"] for s in steps) else 1
+
+
+def triton_program(axpy: Callable[..., object]) -> int:
+    """A small torch + Triton program for `tracer profile -- ...`: a Triton axpy, a cuBLAS GEMM and a
+    torch softmax, each inside an NVTX range, twice."""
+    import torch
+
+    n = 1 << 22
+    x, y = torch.randn(n, device="cuda"), torch.randn(n, device="cuda")
+    a, b = torch.randn(1024, 1024, device="cuda"), torch.randn(1024, 1024, device="cuda")
+    out = torch.empty_like(x)
+    for i in range(2):
+        torch.cuda.nvtx.range_push(f"iter{i}")
+        torch.cuda.nvtx.range_push("axpy")
+        axpy[(n // 1024,)](x, y, out, 2.0, n, BLOCK=1024)
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_push("gemm")
+        c = a @ b
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_push("softmax")
+        s = torch.softmax(c, dim=-1)
+        torch.cuda.nvtx.range_pop()
+        torch.cuda.nvtx.range_pop()
+    torch.cuda.synchronize()
+    print(f"ok {float(out.sum()):.3f} {float(s.sum()):.3f}")
+    return 0
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["--triton-target"]:
+    import triton
+    import triton.language as tl
+
+    @triton.jit
+    def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+
+    sys.exit(triton_program(axpy_kernel))
+
+if __name__ == "__main__":
+    sys.exit(main())

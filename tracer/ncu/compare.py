@@ -1,0 +1,159 @@
+"""Variants side by side: per group the median of each metric over its launches, and against a
+baseline the deltas and the stall reason that grew most. Pure: records in, frozen summaries out."""
+from __future__ import annotations
+
+import fnmatch
+import re
+import statistics
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from enum import Enum
+
+from tracer.errors import UsageError, unknown
+from tracer.ncu.records import MEMBAR, Launch
+from tracer.ncu.store import ProfileRun
+
+DEFAULT_BASELINE = "none"  # the fence-free variant
+
+
+class GroupBy(str, Enum):
+    AUTO = "auto"  # label when the run has several targets, else the NVTX range, else the kernel name
+    LABEL = "label"
+    NVTX = "nvtx"
+    KERNEL = "kernel"
+
+
+@dataclass(frozen=True)
+class Summary:
+    group: str
+    launches: int
+    duration_ns: float | None
+    dram_pct: float | None
+    l2_pct: float | None
+    occupancy_pct: float | None
+    ipc: float | None
+    cycles_per_issue: float | None
+    stalls: tuple[tuple[str, float], ...]  # median warp cycles per issued instruction, by reason
+    shares: tuple[tuple[str, float], ...]  # median share of all stall reasons, by reason
+
+    @property
+    def membar_share(self) -> float | None:
+        return dict(self.shares).get(MEMBAR) if self.shares else None
+
+
+@dataclass(frozen=True)
+class Delta:
+    group: str
+    baseline: str
+    duration_pct: float | None  # % change of the median duration
+    dram_pts: float | None  # percentage points of peak
+    l2_pts: float | None
+    occupancy_pts: float | None
+    ipc: float | None  # absolute change
+    membar_share_pts: float | None  # percentage points of all stalls
+    grew_most: str | None  # the stall reason whose cycles per issued instruction grew most
+    grew_by: float | None
+
+
+@dataclass(frozen=True)
+class Comparison:
+    baseline: str | None
+    summaries: tuple[Summary, ...]
+    deltas: tuple[Delta, ...]
+    clock_control: str | None
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+    def summary(self, group: str) -> Summary:
+        for s in self.summaries:
+            if s.group == group:
+                return s
+        raise unknown("group", group, [s.group for s in self.summaries])
+
+
+def _median(values: Iterable[float | None]) -> float | None:
+    got = [v for v in values if v is not None]
+    return statistics.median(got) if got else None
+
+
+def summarize(group: str, launches: Sequence[Launch]) -> Summary:
+    reasons = sorted({r for launch in launches for r, _ in launch.stalls})
+    per_launch = [dict(launch.stalls) for launch in launches]
+    shares = [launch.shares() for launch in launches]
+    return Summary(group, len(launches), *(_median(getattr(x, f) for x in launches) for f in
+                   ("duration_ns", "dram_pct", "l2_pct", "occupancy_pct", "ipc", "cycles_per_issue")),
+                   tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]
+                   tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]
+
+
+def _sub(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else a - b
+
+
+def delta(s: Summary, base: Summary) -> Delta:
+    dur = None if s.duration_ns is None or not base.duration_ns else 100 * (s.duration_ns / base.duration_ns - 1)
+    bs, ss = dict(base.stalls), dict(s.stalls)
+    growth = {r: ss.get(r, 0.0) - bs.get(r, 0.0) for r in set(bs) | set(ss)} if bs and ss else {}
+    top = max(sorted(growth), key=lambda r: growth[r]) if growth else None
+    top = top if top is not None and growth[top] > 0 else None  # nothing grew: no reason to name
+    mb = _sub(s.membar_share, base.membar_share)
+    return Delta(s.group, base.group, dur, _sub(s.dram_pct, base.dram_pct), _sub(s.l2_pct, base.l2_pct),
+                 _sub(s.occupancy_pct, base.occupancy_pct), _sub(s.ipc, base.ipc),
+                 None if mb is None else 100 * mb, top, growth.get(top) if top else None)
+
+
+def select(launches: Iterable[Launch], kernel: str | None = None, nvtx: str | None = None) -> list[Launch]:
+    """Launches whose name matches the regex `kernel` and whose innermost NVTX range matches the glob `nvtx`."""
+    try:
+        pat = re.compile(kernel) if kernel else None
+    except re.error as exc:
+        raise UsageError(f"--kernel {kernel!r} is not a regular expression ({exc})") from None
+    return [x for x in launches if (pat is None or pat.search(x.name))
+            and (nvtx is None or (x.nvtx_leaf is not None and fnmatch.fnmatchcase(x.nvtx_leaf, nvtx)))]
+
+
+def groups(runs: Sequence[ProfileRun], by: GroupBy, kernel: str | None = None, nvtx: str | None = None) -> dict[str, list[Launch]]:
+    targets = [t for r in runs for t in r.targets]
+    if by is GroupBy.AUTO:
+        has_nvtx = any(x.nvtx for t in targets for x in t.report.launches)
+        by = GroupBy.LABEL if len(targets) > 1 else (GroupBy.NVTX if has_nvtx else GroupBy.KERNEL)
+    labels = [t.label for t in targets]
+    if by is GroupBy.LABEL and len(set(labels)) != len(labels):
+        raise UsageError(f"the runs share target labels ({', '.join(sorted(labels))}): compare them one run at a time")
+    out: dict[str, list[Launch]] = {}
+    for t in targets:
+        for x in select(t.report.launches, kernel, nvtx):
+            key = {GroupBy.LABEL: t.label, GroupBy.NVTX: x.nvtx_leaf or "(no NVTX range)", GroupBy.KERNEL: x.name}[by]
+            out.setdefault(key, []).append(x)
+    if not out:
+        raise UsageError(f"no launch left after the selection (--kernel {kernel!r}, --range {nvtx!r})")
+    return out
+
+
+def compare(grouped: Mapping[str, Sequence[Launch]], baseline: str | None = DEFAULT_BASELINE,
+            clock_control: str | None = None) -> Comparison:
+    summaries = tuple(summarize(g, launches) for g, launches in grouped.items())
+    notes = []
+    if baseline is not None and baseline not in grouped:
+        if baseline != DEFAULT_BASELINE:
+            raise unknown("baseline", baseline, list(grouped))
+        baseline = summaries[0].group
+        notes.append(f"no group named {DEFAULT_BASELINE!r}: the baseline is the first, {baseline!r}")
+    base = next((s for s in summaries if s.group == baseline), None)
+    deltas = tuple(delta(s, base) for s in summaries if base is not None and s is not base)
+    return Comparison(baseline, summaries, deltas, clock_control, tuple(notes))
+
+
+def run_clock_control(runs: Sequence[ProfileRun]) -> tuple[str | None, tuple[str, ...]]:
+    """The clock control the runs share, and a note when they differ (durations then do not compare)."""
+    seen = sorted({r.clock_control or "unknown" for r in runs})
+    if len(seen) == 1:
+        return (None if seen[0] == "unknown" else seen[0]), ()
+    return None, (f"the runs used different clock control ({', '.join(seen)}): their durations do not compare",)
+
+
+def compare_runs(runs: Sequence[ProfileRun], baseline: str | None = DEFAULT_BASELINE, by: GroupBy = GroupBy.AUTO,
+                 kernel: str | None = None, nvtx: str | None = None) -> Comparison:
+    """Run directories (tracer.ncu.store.load_run) -> their comparison, clock control checked."""
+    clock, notes = run_clock_control(runs)
+    c = compare(groups(runs, by, kernel, nvtx), baseline, clock)
+    return replace(c, notes=c.notes + notes)

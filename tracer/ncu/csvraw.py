@@ -1,0 +1,96 @@
+"""`ncu --import FILE --csv --page raw` output -> launches: one row per launch, the unit row second,
+numbers as ncu prints them for its locale ("1,980,000", "84,926.30", "0,36", "1.980.000,5")."""
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+
+from tracer.errors import TraceFormatError
+from tracer.ncu.records import Dim3, Launch, Metric, NcuReport, Source, build_launch
+
+NOT_A_NUMBER = {"", "n/a", "no data", "-", "nan"}
+IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
+            "Grid Size", "Device", "CC")
+_EN_GROUPED = re.compile(r"[+-]?\d{1,3}(,\d{3})+(\.\d+)?")
+_DE_GROUPED = re.compile(r"[+-]?\d{1,3}(\.\d{3})+(,\d+)?")
+_DECIMAL_COMMA = re.compile(r"[+-]?\d+,\d+")
+_SPACES = re.compile(r"[\s\u00a0\u202f\u2009']")  # grouping by (thin, no-break) spaces or apostrophes
+_DIM3 = re.compile(r"\(\s*(\d[\d,.]*)\s*,\s*(\d[\d,.]*)\s*,\s*(\d[\d,.]*)\s*\)")
+
+
+def parse_number(text: str) -> float | None:
+    """A number as ncu prints it, None for ncu's "n/a" / "no data"; ValueError for anything else.
+    "1,850" is read as 1850 (ncu groups integers by thousands; a decimal comma has 1, 2 or 4+ digits)."""
+    if text.strip().lower() in NOT_A_NUMBER:
+        return None
+    s = _SPACES.sub("", text.strip())
+    if _EN_GROUPED.fullmatch(s):
+        s = s.replace(",", "")
+    elif _DE_GROUPED.fullmatch(s) and (s.count(".") > 1 or "," in s):
+        s = s.replace(".", "").replace(",", ".")
+    elif _DECIMAL_COMMA.fullmatch(s):
+        s = s.replace(",", ".")
+    return float(s)
+
+
+def parse_dim3(text: str) -> Dim3 | None:
+    m = _DIM3.fullmatch(text.strip())
+    if not m:
+        return None
+    return tuple(int(parse_number(g) or 0) for g in m.groups())  # type: ignore[return-value]
+
+
+def read_csv(path: Path) -> NcuReport:
+    try:
+        text = path.read_text(encoding="utf-8-sig", errors="strict")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TraceFormatError(f"{path}: cannot read ({exc})") from None
+    launches, notes = parse_raw_csv(text, str(path))
+    return NcuReport(str(path), Source.CSV, launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
+                     notes=tuple(n for n in notes if not n.startswith("NVTX")))
+
+
+def parse_raw_csv(text: str, where: str = "<csv>") -> tuple[tuple[Launch, ...], list[str]]:
+    rows = [r for r in csv.reader(io.StringIO(text)) if r]
+    start = next((i for i, r in enumerate(rows) if r[:1] == ["ID"] and "Kernel Name" in r), None)
+    if start is None:
+        raise TraceFormatError(f"{where}: not an `ncu --csv --page raw` export (no header row starting with "
+                               f"\"ID\" and naming \"Kernel Name\")")
+    header = rows[start]
+    if "Metric Name" in header:
+        raise TraceFormatError(f"{where}: a `--page details` export (one row per metric); export with "
+                               f"`ncu --import FILE.ncu-rep --csv --page raw`")
+    body = rows[start + 1:]
+    units = body.pop(0) if body and body[0][:1] == [""] else None
+    if units is None:
+        raise TraceFormatError(f"{where}: no unit row after the header (the second row of a raw export); "
+                               f"durations cannot be read without it")
+    if not body:
+        raise TraceFormatError(f"{where}: no launches (the export has a header and units but no rows)")
+    nvtx_cols = [i for i, h in enumerate(header) if h.lower().startswith(("nvtx", "thread_domain"))]
+    notes = ["NVTX columns: " + ", ".join(header[i] for i in nvtx_cols)] if nvtx_cols else []
+    launches = tuple(_launch(header, units, row, n + start + 3, where, nvtx_cols) for n, row in enumerate(body))
+    return launches, notes
+
+
+def _launch(header: list[str], units: list[str], row: list[str], line: int, where: str, nvtx_cols: list[int]) -> Launch:
+    if len(row) != len(header):
+        raise TraceFormatError(f"{where}: row {line} has {len(row)} cells, the header {len(header)} (truncated export?)")
+    cells = dict(zip(header, row))
+    try:
+        launch_id = int(parse_number(cells["ID"]) or 0)
+    except ValueError:
+        raise TraceFormatError(f"{where}: row {line}: launch ID {cells['ID']!r} is not a number") from None
+    metrics = {}
+    for h, u, v in zip(header, units, row):
+        if h in IDENTITY:
+            continue
+        try:
+            metrics[h] = Metric(parse_number(v), u)
+        except ValueError:
+            continue  # a string-valued metric (e.g. launch__func_cache_config): never one tracer reads
+    nvtx = tuple(row[i] for i in nvtx_cols if row[i])
+    return build_launch(launch_id, cells["Kernel Name"], nvtx, parse_dim3(cells["Grid Size"]),
+                        parse_dim3(cells["Block Size"]), metrics)

@@ -1,0 +1,61 @@
+"""profile.json: what `tracer profile` and `tracer profile import` leave in a run directory (the
+records of every launch, so later steps need neither ncu nor the report reader)."""
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracer.errors import TraceFormatError
+from tracer.ncu.records import NcuReport
+
+PROFILE_JSON = "profile.json"
+SCHEMA = 1
+
+
+@dataclass(frozen=True)
+class ProfiledTarget:
+    label: str
+    variant: str | None
+    report: NcuReport
+    exit: int | None = None  # the target's exit under ncu; None for an imported report
+    files: tuple[str, ...] = field(default_factory=tuple)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"label": self.label, "variant": self.variant, "exit": self.exit, "files": list(self.files),
+                "report": self.report.to_json()}
+
+
+@dataclass(frozen=True)
+class ProfileRun:
+    path: str
+    clock_control: str | None  # as the run asked ncu; for imports, what the report says (None: unknown)
+    targets: tuple[ProfiledTarget, ...]
+    meta: Mapping[str, Any] = field(default_factory=dict)  # workload, shape, config, in_dtype when known
+
+    def to_json(self) -> dict[str, Any]:
+        return {"schema": SCHEMA, "kind": "tracer-profile", "clock_control": self.clock_control,
+                "meta": dict(self.meta), "targets": [t.to_json() for t in self.targets]}
+
+
+def is_profile_run(path: Path) -> bool:
+    return (path / PROFILE_JSON).is_file() if path.is_dir() else path.name == PROFILE_JSON
+
+
+def load_run(path: Path) -> ProfileRun:
+    file = path / PROFILE_JSON if path.is_dir() else path
+    if not file.is_file():
+        raise TraceFormatError(f"{path}: no {PROFILE_JSON} (expected a `tracer profile` run directory)")
+    try:
+        data = json.loads(file.read_text())
+        if data.get("kind") != "tracer-profile" or data.get("schema") != SCHEMA:
+            raise ValueError(f"kind {data.get('kind')!r} schema {data.get('schema')!r}, expected tracer-profile {SCHEMA}")
+        targets = tuple(ProfiledTarget(t["label"], t.get("variant"), NcuReport.from_json(t["report"]), t.get("exit"),
+                                       tuple(t.get("files", ()))) for t in data["targets"])
+    except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise TraceFormatError(f"{file}: not a tracer profile.json ({exc})") from None
+    if not targets:
+        raise TraceFormatError(f"{file}: no profiled targets")
+    return ProfileRun(str(file.parent), data.get("clock_control"), targets, data.get("meta") or {})
