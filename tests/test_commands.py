@@ -220,3 +220,21 @@ def test_captures_say_no_gpu_before_anything_about_their_tools(tmp_path: Path, m
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "no CUDA GPU is visible" in err and "nsys" not in err and "sanitizer" not in err
     assert not (tmp_path / "runs").exists()
+
+
+def test_report_shows_a_profile_run(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An Nsight Compute run directory (imported from the H200 report's raw CSV export) is an artifact
+    of its own: the report draws its stall chart and lists its medians."""
+    from tracer.artifact import NcuRun, open_artifact
+
+    src = DATA / "ncu" / "cast_transpose_1024.raw.csv"
+    run = tmp_path / "prof"
+    assert main(["profile", "import", str(src), "-o", str(run), "--label", "none"]) == 0
+    assert isinstance(open_artifact(run), NcuRun) and isinstance(open_artifact(run / "profile.json"), NcuRun)
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "Nsight Compute per variant: prof" in html and "stall that grew most" in html
+    assert html.count("data:image/png;base64,") == 1
+    capsys.readouterr()
+    assert main(["plot", "verdicts", str(run), "-o", str(tmp_path / "v.png")]) == 6  # not a sanitizer report
+    assert "holds an Nsight Compute profile run, not a sanitizer report" in capsys.readouterr().err

@@ -2,9 +2,9 @@
 
 `open_artifact(path)` recognises a trace run directory, a trace file (nsys/tracer SQLite, PyTorch
 profiler JSON, plain or gzipped), a `tracer sanitize` output (its directory or report.json), a
-campaign store (opened read-only) or an ablation JSON, and returns a `TraceRun`, `SanitizeRun` or
-`CampaignRun` (Nsight Compute reports and multi-process jobs join this union as `NcuRun` and
-`JobRun`). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
+campaign store (opened read-only), an ablation JSON or a `tracer profile` run directory (or its
+profile.json), and returns a `TraceRun`, `SanitizeRun`, `CampaignRun` or `NcuRun` (multi-process
+jobs join this union as `JobRun`). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
 what it is. Nothing here runs a process or imports capture code: an .nsys-rep is exported to SQLite
 by the command before it is opened.
 """
@@ -22,6 +22,7 @@ from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
+    from tracer.ncu.store import ProfileRun
     from tracer.sanitize.model import ToolRun
     from tracer.trace.model import Trace
 
@@ -64,7 +65,13 @@ class CampaignRun:
     store: bool  # a campaign store; False: an ablation JSON
 
 
-Artifact = Union[TraceRun, SanitizeRun, CampaignRun]
+@dataclass(frozen=True)
+class NcuRun:
+    path: Path
+    run: ProfileRun  # its profile.json: every launch's records
+
+
+Artifact = Union[TraceRun, SanitizeRun, CampaignRun, NcuRun]
 
 
 def _head(path: Path) -> bytes:
@@ -157,13 +164,23 @@ def open_campaign(path: Path) -> CampaignRun:
     return CampaignRun(path, str(data.get("name") or path.stem), cells, tuple(k for k, (_, n) in variants.items() if n == 0), False)
 
 
+def open_profile(path: Path) -> NcuRun:
+    from tracer.ncu.store import load_run
+
+    return NcuRun(path, load_run(path))
+
+
 def open_artifact(path: Path) -> Artifact:
+    from tracer.ncu.store import is_profile_run
+
+    if is_profile_run(path):
+        return open_profile(path)
     if path.is_dir():
         if (path / "trace.sqlite").is_file():
             return open_trace_dir(path)
         if (path / "report.json").is_file():
             return open_sanitize(path)
-        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite or report.json in it)")
+        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, report.json or profile.json in it)")
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file or directory")
     kind = sniff(path)
@@ -177,6 +194,7 @@ def open_artifact(path: Path) -> Artifact:
 def expect(path: Path, artifact: Artifact, wanted: type, what: str) -> Any:
     """The artifact when it is of the wanted kind, else a one-line error naming what it is."""
     if not isinstance(artifact, wanted):
-        names = {TraceRun: "a trace", SanitizeRun: "a sanitizer report", CampaignRun: "a campaign store or ablation JSON"}
+        names = {TraceRun: "a trace", SanitizeRun: "a sanitizer report", CampaignRun: "a campaign store or ablation JSON",
+                 NcuRun: "an Nsight Compute profile run"}
         raise TraceFormatError(f"{path} holds {names.get(type(artifact), type(artifact).__name__)}, not {what}")
     return artifact

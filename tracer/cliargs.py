@@ -67,20 +67,11 @@ def _positive(name: str, value: int | None) -> int | None:
 
 
 def spec_from_args(args: argparse.Namespace) -> WorkloadSpec:
-    from tracer.kernel.spec import Config, parse_variant
-    from tracer.workloads.spec import load_workload, parse_shape
+    from tracer.workloads.spec import resolve_workload
 
-    spec = load_workload(args.workload)
-    shape = parse_shape(args.shape, spec.kind) if args.shape is not None else {}
-    over = dict(
-        variant=parse_variant(args.variant) if args.variant else None,
-        steps=_positive("steps", args.steps), seed=args.seed, layers=_positive("layers", args.layers),
-        microbatches=_positive("microbatches", args.microbatches), checkpointing=args.checkpointing, **shape,
-    )
-    spec = spec.with_overrides(**over)
-    if args.config == "auto":
-        return replace(spec, config=None)
-    return spec.with_overrides(config=None if args.config is None else Config.parse(args.config))
+    return resolve_workload(args.workload, variant=args.variant, config=args.config, shape=args.shape,
+                            steps=_positive("steps", args.steps), seed=args.seed, layers=_positive("layers", args.layers),
+                            microbatches=_positive("microbatches", args.microbatches), checkpointing=args.checkpointing)
 
 
 def trace_target(args: argparse.Namespace, extra: list[str]) -> tuple[str, list[str], PairSpec | None]:

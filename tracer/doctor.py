@@ -149,8 +149,6 @@ def check_libraries() -> list[Check]:
 
 
 def check_tools() -> list[Check]:
-    import shutil
-
     from tracer.capture.nsys import find_nsys, importer_status
     from tracer.errors import ToolMissingError
     from tracer.kernel.disasm import find_tool
@@ -171,12 +169,19 @@ def check_tools() -> list[Check]:
         _probe("nvdisasm", "kernels sass/diff", True, lambda: tool_version(find_tool("nvdisasm"))),
         _probe("cuobjdump", "kernels sass/diff", True, lambda: tool_version(find_tool("cuobjdump"))),
         _probe("compute-sanitizer", "sanitize run", False, lambda: tool_version(find_sanitizer())),
-        _probe("ncu", "profile (Nsight Compute)", False,
-               lambda: found(shutil.which("ncu"), "ncu not found: install Nsight Compute")),
         _probe("nsys", "trace run --backend nsys", False,
                lambda: found(find_nsys(), "nsys not found: install Nsight Systems, or set TRACER_NSYS")),
         _probe("nsys can write reports", "trace run --backend nsys", False, nsys_reports),
     ]
+
+
+def check_ncu() -> list[Check]:
+    """ncu and the ncu-report reader, as `tracer profile` finds them (TRACER_NCU, PATH, the usual folders)."""
+    from tracer.ncu.tool import ncu_status
+
+    ncu, reader = ncu_status()
+    return [Check("ncu", ncu.found, ncu.version, ncu.hint, "profile (Nsight Compute)", False),
+            Check("ncu-report", reader.found, reader.version, reader.hint, "profile import/compare of .ncu-rep files", False)]
 
 
 def advise(checks: list[Check]) -> tuple[str, ...]:
@@ -195,7 +200,7 @@ def advise(checks: list[Check]) -> tuple[str, ...]:
 
 
 def run_checks() -> Report:
-    checks = check_files() + check_gpu() + check_libraries() + check_tools()
+    checks = check_files() + check_gpu() + check_libraries() + check_tools() + check_ncu()
     return Report(tuple(checks), advise(checks))
 
 

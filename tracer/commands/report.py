@@ -9,7 +9,8 @@ from tracer.cliargs import open_source
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("report", help="one self-contained HTML page from run directories and campaign stores")
-    r.add_argument("sources", type=Path, nargs="+", help="trace run dirs or files, sanitize output dirs, campaign stores")
+    r.add_argument("sources", type=Path, nargs="+", help="trace run dirs or files, sanitize output dirs, campaign stores, "
+                   "profile run dirs")
     r.add_argument("-o", "--output", type=Path, default=Path("report.html"), help="the HTML file to write (default report.html)")
     r.add_argument("--range", help="timeline: only NVTX ranges matching this regex")
     r.set_defaults(func=cmd_report)

@@ -1,12 +1,13 @@
 """The HTML report's sections, one kind of artifact at a time: a trace's verdicts (UNORDERED
 first, as in the CLI and the JSON), streams, top kernels and timeline; the sanitizer matrix and
-findings; a campaign's chart and trials (cells without trials say so)."""
+findings; a campaign's chart and trials (cells without trials say so); a `tracer profile` run's
+warp-stall and throughput chart and its medians."""
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 
-from tracer.artifact import Artifact, CampaignRun, SanitizeRun, TraceRun
+from tracer.artifact import Artifact, CampaignRun, NcuRun, SanitizeRun, TraceRun
 from tracer.report.html import Report
 from tracer.sanitize.model import ToolRun
 from tracer.trace.analyze import MAX_LISTED_PAIRS, Analysis, analyze, top_kernels
@@ -57,6 +58,16 @@ def add_campaign(rep: Report, name: str, run: CampaignRun) -> None:
     rep.add_table("trials", ["variant", "failures / trials", "rate", "95% interval"], rows)
 
 
+def add_profile(rep: Report, name: str, run: NcuRun) -> None:
+    """A `tracer profile` run: its warp-stall and throughput chart and its table of medians."""
+    from tracer.ncu.compare import compare_runs
+    from tracer.plots.ncu import report_parts
+
+    parts = report_parts(compare_runs([run.run]))
+    rep.add_figure(f"{parts.figure_title}: {name}", parts.figure, parts.caption)
+    rep.add_table(f"{parts.table_title}: {name}", parts.header, parts.rows)
+
+
 def add_sanitizer(rep: Report, runs: Sequence[ToolRun]) -> None:
     from tracer.plots.verdicts import draw_verdicts
 
@@ -75,6 +86,8 @@ def build_report(artifacts: Sequence[Artifact], title: str, timeline_range: str 
             add_trace(rep, art.path.name, art, trace_analysis(art, pairs), timeline_range)
         elif isinstance(art, SanitizeRun):
             runs += art.runs
+        elif isinstance(art, NcuRun):
+            add_profile(rep, art.path.name, art)
         else:
             add_campaign(rep, art.path.name, art)
     if runs:

@@ -72,10 +72,9 @@ def workload_command(name: str, steps: int | None, shape: str | None,
                      variant: str | None = None) -> tuple[str, tuple[str, ...], tuple[str, ...]]:
     """(label, argv, the profile's kernel filter) of a built-in workload or profile under `tracer run`."""
     from tracer.kernel.spec import parse_variant
-    from tracer.workloads.spec import load_workload, parse_shape
+    from tracer.workloads.spec import resolve_workload
 
-    spec = load_workload(name)
-    spec.with_overrides(steps=steps, **(parse_shape(shape, spec.kind) if shape is not None else {}))  # refused here, not in the child
+    spec = resolve_workload(name, shape=shape, steps=steps)  # bad values refused here, not in the child
     cmd = [sys.executable, "-m", "tracer", "run", name, "--steps", str(steps or 1), "--no-fail-on-check"]
     if shape is not None:
         cmd += ["--shape", shape]

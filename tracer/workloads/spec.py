@@ -165,6 +165,20 @@ def check_shape(text: str, workload: str) -> None:
         parse_shape(text, Kind.CAST_TRANSPOSE_DGRAD)
 
 
+def resolve_workload(name: str, *, variant: str | None = None, config: str | None = None, shape: str | None = None,
+                     **params: Any) -> WorkloadSpec:
+    """A workload with the command line's overrides: a variant name, config 'auto' (the heuristic) or
+    LOAD/STORE, shape text, and profile params (steps, seed, ...); None keeps the profile's."""
+    from tracer.kernel.spec import parse_variant
+
+    spec = load_workload(name)
+    shape_over = parse_shape(shape, spec.kind) if shape is not None else {}
+    spec = spec.with_overrides(variant=parse_variant(variant) if variant else None, **params, **shape_over)
+    if config == "auto":
+        return replace(spec, config=None)
+    return spec.with_overrides(config=None if config is None else Config.parse(config))
+
+
 def load_workload(name_or_path: str) -> WorkloadSpec:
     """A built-in workload name (profiles/NAME.yaml) or a path to a profile YAML."""
     path = Path(name_or_path)
