@@ -1,4 +1,5 @@
-"""CUPTI backend: run a Python target in a child process under cupti-python activity tracing;
+"""CUPTI backend: where libcupti and cupti-python are, and the single-file capture API (each
+traced process records itself: session.py, started by the bootstrap that launcher.py installs);
 NVTX reaches CUPTI through NVTX_INJECTION64_PATH pointing at libcupti."""
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ import glob
 import importlib.util
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 from tracer import proc
-from tracer.errors import ToolMissingError, UsageError
+from tracer.errors import ToolMissingError
 
 
 def find_libcupti() -> str:
@@ -35,24 +37,8 @@ def require_cupti_python() -> None:
         raise ToolMissingError("cupti-python is not installed: pip install cupti-python (matching your CUDA major version)")
 
 
-def python_target(command: list[str]) -> list[str]:
-    """The target as a Python argv for runpy: `python X...` loses the interpreter, a .py script
-    or `-m`/`-c` is kept; anything else is not Python and needs the nsys backend."""
-    if not command:
-        raise UsageError("no command given after --")
-    first = Path(command[0]).name
-    if first.startswith("python"):
-        rest = command[1:]
-        if not rest:
-            raise UsageError("`python` with no script, -m or -c cannot be traced")
-        return rest
-    if command[0] in ("-m", "-c") or command[0].endswith(".py"):
-        return command
-    raise UsageError(f"{command[0]!r} is not a Python command: the CUPTI backend traces Python targets only; "
-                     "use --backend nsys for other binaries")
-
-
 def child_env(libcupti: str) -> dict[str, str]:
+    """The environment of a single in-process capture (tracer.capture.cupti_child)."""
     env = dict(os.environ)
     env["NVTX_INJECTION64_PATH"] = libcupti
     env["PYTHONUNBUFFERED"] = "1"
@@ -61,10 +47,13 @@ def child_env(libcupti: str) -> dict[str, str]:
     return env
 
 
-def capture(command: list[str], out: Path, logs: Path, timeout: float) -> proc.ProcResult:
-    """Trace `command` into out (nsys-schema SQLite); stdout/stderr go to logs/."""
-    require_cupti_python()
-    target = python_target(command)
-    argv = [sys.executable, "-m", "tracer.capture.cupti_child", str(out), "--", *target]
-    return proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log",
-                    env=child_env(find_libcupti()))
+def capture(command: list[str], out: Path, logs: Path, timeout: float, *, memory: bool = False) -> proc.ProcResult:
+    """Trace `command` (every Python process of it) and put the trace that stands for the run at
+    `out`; stdout/stderr go to logs/. For one file per process, see launcher.capture_run."""
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as tmp:
+        from tracer.capture.launcher import capture_run
+
+        result = capture_run(command, Path(tmp), logs, timeout, memory=memory)
+        if result.trace is not None:
+            result.trace.replace(out)
+    return result.proc

@@ -1,0 +1,241 @@
+"""`trace run` with the CUPTI backend: the command runs as given, with the capture bootstrap on
+PYTHONPATH, so every Python process it starts (children of children too) writes its own trace
+into RUN/procs/ (session.py). Meanwhile the process tree is sampled, so descendants that never
+wrote a marker (non-Python programs) are listed as untraced instead of silently missed. When one
+process recorded kernels its trace becomes RUN/trace.sqlite, as single-process runs always were."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracer import proc
+from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
+from tracer.errors import UsageError
+
+BOOT = Path(__file__).resolve().parent / "boot"
+ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package
+SAMPLE_S = 0.2
+LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
+PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+
+
+def resolve_command(command: list[str]) -> list[str]:
+    """The command as given; a bare `python` missing from PATH, a .py script or `-m`/`-c` run
+    with this interpreter (as the runpy-based capture did)."""
+    if not command:
+        raise UsageError("no command given after --")
+    first = command[0]
+    if first in PYTHON_NAMES and shutil.which(first) is None:
+        return [sys.executable, *command[1:]]
+    if first in ("-m", "-c") or (first.endswith(".py") and not os.access(first, os.X_OK)):
+        return [sys.executable, *command]
+    return list(command)
+
+
+def capture_env(procs: Path, options: CaptureOptions, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    paths = [str(BOOT), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[ENV_DIR] = str(procs)
+    env[ENV_OPTIONS] = options.to_env()
+    env["PYTHONUNBUFFERED"] = "1"
+    if options.backend == "cupti":
+        from tracer.capture.cupti import find_libcupti
+
+        env["NVTX_INJECTION64_PATH"] = find_libcupti()
+    return env
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (ppid, session id, comm), from /proc/*/stat."""
+    table: dict[int, tuple[int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        close = text.rfind(")")
+        fields = text[close + 2:].split()
+        table[int(entry)] = (int(fields[1]), int(fields[3]), text[text.find("(") + 1:close])
+    return table
+
+
+class TreeSampler(threading.Thread):
+    """Descendants of this process (and members of the sessions its children lead: orphans stay
+    there), sampled every SAMPLE_S seconds while the command runs."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="tracer-tree-sampler")
+        self.me = os.getpid()
+        self.seen: dict[int, dict[str, Any]] = {}
+        self.root: int | None = None
+        self.stopping = threading.Event()
+        self.available = Path("/proc/self/stat").is_file()
+
+    def run(self) -> None:
+        while self.available and not self.stopping.is_set():
+            self.sample()
+            self.stopping.wait(SAMPLE_S)
+
+    def sample(self) -> None:
+        try:
+            table = _proc_table()
+        except OSError:
+            return
+        kids: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            kids.setdefault(ppid, []).append(pid)
+        direct = kids.get(self.me, [])
+        if self.root is None and direct:
+            self.root = min(direct)
+        sids = {pid for pid in direct if table[pid][1] == pid}
+        found, todo = set(), list(direct)
+        while todo:
+            pid = todo.pop()
+            if pid not in found:
+                found.add(pid)
+                todo += kids.get(pid, [])
+        found |= {pid for pid, (_, sid, _) in table.items() if sid in sids}
+        for pid in found - self.seen.keys():
+            self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=5)
+        if self.available:
+            self.sample()
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a][:20]
+
+
+def read_markers(procs: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(procs.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out.append({**data, "file": path.stem})
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return Path(f"/proc/{pid}").exists() and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return text[text.rfind(")") + 2:].startswith("Z")
+
+
+def _pythonic(info: dict[str, Any]) -> bool:
+    return "python" in info["comm"] or any("python" in Path(a).name for a in info["cmdline"][:1])
+
+
+def wait_for_writers(procs: Path, seen: dict[int, dict[str, Any]], deadline: float) -> None:
+    """Traced processes still running after the command returned (orphans, daemons) may still
+    be writing their traces: wait for them (and for Python descendants yet to write a marker),
+    up to the deadline. Non-Python leftovers are not waited for."""
+    while time.monotonic() < deadline:
+        markers = {int(m.get("pid", 0)): m for m in read_markers(procs)}
+        running = [pid for pid, m in markers.items() if m.get("state") == "running" and _alive(pid)]
+        running += [pid for pid, info in seen.items() if pid not in markers and _pythonic(info) and _alive(pid)]
+        if not running:
+            return
+        time.sleep(SAMPLE_S)
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    proc: proc.ProcResult
+    processes: tuple[dict[str, Any], ...]
+    untraced: tuple[dict[str, Any], ...]
+    trace: Path | None  # RUN/trace.sqlite when one process's trace stands for the run
+    job: bool  # several processes recorded kernels: their traces stay under RUN/procs/
+    options: CaptureOptions = field(default_factory=CaptureOptions)
+    sampled: bool = True
+
+    def command_fields(self) -> dict[str, Any]:
+        """What command.json records about the processes of the run."""
+        keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
+                "kernels", "fork_child", "error")
+        return {"memory": self.options.memory, "job": self.job,
+                "processes": [{k: m.get(k) for k in keys} for m in self.processes],
+                "untraced": list(self.untraced),
+                "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
+                                  if self.sampled else "process tree not sampled (no /proc)")}
+
+
+def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    traced = {int(m["pid"]) for m in markers if "pid" in m}
+    return [info for pid, info in sorted(seen.items()) if pid not in traced]
+
+
+def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None) -> tuple[dict[str, Any] | None, bool]:
+    """(the marker whose trace stands for the run, is it a job)."""
+    written = [m for m in markers if m.get("state") == "exited" and (procs / f"{m['file']}.sqlite").is_file()]
+    busy = [m for m in written if (m.get("kernels") or 0) > 0]
+    if len(busy) > 1:
+        return None, True
+    if busy:
+        return busy[0], False
+    mine = [m for m in written if m.get("pid") == root] or (written if len(written) == 1 else [])
+    return (mine[0] if mine else None), False
+
+
+def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
+                backend: str = "cupti", devices: tuple[str, ...] = ("cuda",)) -> CaptureResult:
+    """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
+    process's trace stands for the run); stdout/stderr go to logs/."""
+    options = CaptureOptions(backend=backend, memory=memory, devices=devices)
+    if backend == "cupti":
+        from tracer.capture.cupti import require_cupti_python
+
+        require_cupti_python()
+    argv = resolve_command(command)
+    procs = run_dir / "procs"
+    procs.mkdir(parents=True, exist_ok=True)
+    env = capture_env(procs, options)
+    sampler = TreeSampler()
+    sampler.start()
+    start = time.monotonic()
+    try:
+        res = proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env)
+    finally:
+        sampler.stop()
+    wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))
+    markers = read_markers(procs)
+    chosen, job = pick_trace(markers, procs, sampler.root)
+    trace = None
+    if chosen is not None:
+        trace = run_dir / "trace.sqlite"
+        (procs / f"{chosen['file']}.sqlite").replace(trace)
+        shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
+    return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
+                         sampler.available)

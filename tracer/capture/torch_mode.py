@@ -1,0 +1,256 @@
+"""The PyTorch side of `--memory`: a TorchDispatchMode entered when torch is imported (an import
+hook: no process imports torch because of tracer), recording each op's tensors as byte ranges of
+the storage they view, read or written as the op schema says (`Tensor(a!)` arguments and outputs
+written, other tensor arguments read), plus the caching allocator's allocation and free reports.
+
+Per op: one external correlation id pushed around the call (CUPTI joins every API call made inside
+to it), two clock reads, a bounded frame scan for the first user frame, and a few attribute reads
+per tensor. Pure view ops (no kernels) pass straight through."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import sysconfig
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from tracer.capture.memory import MemoryRecorder
+from tracer.capture.records import AccessRec, Mode, OpKind, OpRec
+
+FRAME_SCAN = 24  # frames looked at for the first user frame
+NO_NODE = 2**63  # backward node sequence numbers at or above this (AccumulateGrad: 2**64-1) are not forward ops
+_TRACER_CAPTURE = os.path.dirname(os.path.abspath(__file__))
+_STDLIB = sysconfig.get_paths().get("stdlib", "\0")
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    skip: bool  # a pure view: aliases its input, writes nothing, launches no kernel
+    arg_names: tuple[str, ...]
+    writes: frozenset[str]
+
+
+def op_info(func: Any) -> OpInfo:
+    schema = func._schema
+    args = tuple(a.name for a in schema.arguments)
+    writes = frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+    returns = list(schema.returns)
+    view = bool(returns) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+    return OpInfo(func.name(), view, args, writes)
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith(("<frozen", _TRACER_CAPTURE)) or "/torch/" in filename:
+        return True
+    return filename.startswith(_STDLIB) and "-packages" not in filename
+
+
+class Extractor:
+    """Tensors of one op -> accesses; the allocation instance from the storage identity."""
+
+    def __init__(self, rec: MemoryRecorder, tensor_type: type) -> None:
+        self.rec = rec
+        self.tensor_type = tensor_type
+        self.library: dict[Any, bool] = {}
+
+    def callsite(self) -> str | None:
+        f = sys._getframe(3)
+        for _ in range(FRAME_SCAN):
+            if f is None:
+                return None
+            code = f.f_code
+            lib = self.library.get(code)
+            if lib is None:
+                lib = self.library[code] = _is_library(code.co_filename)
+            if not lib:
+                return f"{code.co_filename}:{f.f_lineno}"
+            f = f.f_back
+        return None
+
+    def accesses(self, info: OpInfo, args: tuple, kwargs: dict, out: Any, t0: int,
+                 where: str | None) -> dict[tuple[int, int], list]:
+        """(address, bytes) -> [mode, allocation id, label]; a range seen twice ORs its modes."""
+        found: dict[tuple[int, int], list] = {}
+        names = info.arg_names
+        for i, a in enumerate(args):
+            name = names[i] if i < len(names) else f"arg {i}"
+            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+        for name, a in kwargs.items():
+            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for i, o in enumerate(outs):
+            self._add(found, o, Mode.WRITE, f"out {i}", info, t0, where)
+        return found
+
+    def _add(self, found: dict, value: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
+        if isinstance(value, self.tensor_type):
+            self._tensor(found, value, mode, label, info, t0, where)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                if isinstance(v, self.tensor_type):
+                    self._tensor(found, v, mode, label, info, t0, where)
+
+    def _tensor(self, found: dict, t: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
+        if t.device.type not in self.rec.devices:
+            return
+        try:
+            n = t.numel()
+            if n == 0:
+                return
+            st = t.untyped_storage()
+            base, nbytes = st.data_ptr(), st.nbytes()
+            span = 1
+            for size, stride in zip(t.shape, t.stride()):
+                if size > 1:
+                    span += (size - 1) * stride
+            address = t.data_ptr()
+            length = min(span * t.element_size(), base + nbytes - address)
+            alloc = self.rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
+        except Exception as exc:  # fake, meta or storage-less tensors: counted, the op keeps its other tensors
+            self.rec.count_error("tensor", exc)
+            return
+        key = (address, length)
+        seen = found.get(key)
+        if seen is None:
+            found[key] = [mode, alloc, label]
+        else:
+            seen[0] |= mode
+
+
+def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
+    """The mode instance (its class needs torch, so it is built here)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    get_seq = torch._C._autograd._get_sequence_nr
+    current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+    extractor = Extractor(rec, torch.Tensor)
+    infos: dict[Any, OpInfo] = {}
+    tls = rec.tls
+
+    class TracerMemoryMode(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
+            kwargs = kwargs or {}
+            info = infos.get(func)
+            if info is None:
+                info = infos[func] = op_info(func)
+            seq = get_seq()
+            last, tls.last_seq = tls.last_seq, seq
+            if info.skip:
+                return func(*args, **kwargs)
+            oid, t0 = rec.begin()
+            try:
+                out = func(*args, **kwargs)
+            finally:
+                t1 = rec.end()
+            try:
+                node = current_node()
+                bwd = node._sequence_nr() if node is not None else -1
+                record(info, oid, args, kwargs, out, t0, t1, seq - 1 if seq != last else -1, bwd if 0 <= bwd < NO_NODE else -1)
+            except Exception as exc:  # never into the program
+                rec.count_error("torch_op", exc)
+            return out
+
+    def record(info: OpInfo, oid: int, args: tuple, kwargs: dict, out: Any, t0: int, t1: int, seq: int, bwd: int) -> None:
+        where = extractor.callsite()
+        found = extractor.accesses(info, args, kwargs, out, t0, where)
+        if not found:
+            return  # no tensor on a recorded device: not an op of interest
+        rec.ops.append(OpRec(oid, OpKind.TORCH, info.name, rec.thread_id(), t0, t1, seq, bwd, None, where))
+        rec.accesses.extend(AccessRec(oid, a, n, m, 1, alloc, label) for (a, n), (m, alloc, label) in found.items())
+
+    return TracerMemoryMode()
+
+
+def hook_allocator(rec: MemoryRecorder, torch: ModuleType) -> bool:
+    """torch's GPU trace hooks report the caching allocator's allocations and frees, so a block
+    handed out again is a new allocation instance. They cost a Python call per allocation."""
+    from torch.cuda import _gpu_trace
+
+    _gpu_trace.register_callback_for_memory_allocation(_guarded(rec, rec.on_alloc, "on_alloc"))
+    _gpu_trace.register_callback_for_memory_deallocation(_guarded(rec, rec.on_free, "on_free"))
+    torch._C._activate_gpu_trace()
+    return True
+
+
+def _guarded(rec: MemoryRecorder, fn: Callable[[int], None], where: str) -> Callable[[int], None]:
+    def call(address: int) -> None:
+        try:
+            fn(address)
+        except Exception as exc:
+            rec.count_error(where, exc)
+
+    return call
+
+
+def start_recording(rec: MemoryRecorder, torch: ModuleType) -> Any:
+    """Enter the mode on this thread (the importing one; autograd's worker threads inherit it)."""
+    mode = make_mode(rec, torch)
+    mode.__enter__()
+    if "cuda" in rec.devices:
+        try:
+            rec.frees_seen = hook_allocator(rec, torch)
+        except Exception as exc:  # instances then split on storage identity only
+            rec.count_error("allocator_hooks", exc)
+    return mode
+
+
+class PostImport(importlib.abc.MetaPathFinder):
+    """Calls `then(module)` once `name` has been imported completely (first import only)."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenLoader(spec.loader, self)
+                return spec
+        return None
+
+    def done(self, module: ModuleType) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        self.then(module)
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, hook: PostImport) -> None:
+        self.loader, self.hook = loader, hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader  # the module sees its real loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.hook.done(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)
+
+
+def install(rec: MemoryRecorder, on_error: Callable[[BaseException], None]) -> None:
+    """Start recording when torch is imported, or now when it already is."""
+    def then(torch: ModuleType) -> None:
+        try:
+            rec.mode = start_recording(rec, torch)  # type: ignore[attr-defined]
+        except Exception as exc:
+            on_error(exc)
+
+    mod = sys.modules.get("torch")
+    if mod is not None and hasattr(mod, "ops"):
+        then(mod)
+    else:
+        sys.meta_path.insert(0, PostImport("torch", then))
