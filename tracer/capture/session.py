@@ -72,7 +72,7 @@ class Session:
         self.finished = False
         self.forked = False
         self.exception: str | None = None
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
 
     @property
     def stem(self) -> str:
@@ -98,7 +98,7 @@ class Session:
 
     def after_fork(self) -> None:
         """In the child: a fresh session under the child's pid; nothing of the parent's is kept."""
-        self.lock = threading.Lock()
+        self.lock = threading.RLock()
         self.info = {**identity(), "fork_parent": self.info["pid"]}
         self.forked = True
         self.finished = False
@@ -109,15 +109,16 @@ class Session:
         write_json(self.folder / f"{self.stem}.json", self.started)
 
     def finish(self, ended: str, exit_code: int | None = None) -> None:
-        """Write the trace, then the final marker; at most once per process, never raising."""
+        """Write the trace, then the final marker; at most once per process, never raising. A
+        second caller (the SIGTERM watcher and the handler) waits until the first has written."""
         with self.lock:
             if self.finished or self.info["pid"] != os.getpid():
                 return
             self.finished = True
-        try:
-            self._write(ended, exit_code)
-        except Exception as exc:  # the program's exit is not ours to spoil: one line on stderr
-            print(f"tracer: capture of pid {os.getpid()} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+            try:
+                self._write(ended, exit_code)
+            except Exception as exc:  # the program's exit is not ours to spoil: one line on stderr
+                print(f"tracer: capture of pid {os.getpid()} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
 
     def _write(self, ended: str, exit_code: int | None) -> None:
         from tracer.capture.nsys_schema import write_sqlite
@@ -167,6 +168,37 @@ def _on_sigterm(signum: int, frame: Any) -> None:
     os.kill(os.getpid(), signum)
 
 
+def _watch_sigterm(fd: int) -> None:
+    """Python runs signal handlers on the main thread only, between bytecodes: a main thread
+    blocked in C (a collective waiting for a dead rank, a device sync) never gets there. Python's
+    C-level handler also writes the signal number to the wakeup fd, read here on another thread."""
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data and _session is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            _session.finish("sigterm", 128 + signal.SIGTERM)
+            os._exit(128 + signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    """Only when the program has no SIGTERM handler (and no wakeup fd) of its own."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:  # someone else's (asyncio): give it back
+        signal.set_wakeup_fd(-1)
+        os.close(r)
+        os.close(w)
+        return
+    threading.Thread(target=_watch_sigterm, args=(r,), daemon=True, name="tracer-sigterm").start()
+
+
 def _excepthook(previous: Any) -> Any:
     def hook(kind: Any, value: Any, tb: Any) -> None:
         if _session is not None and not issubclass(kind, SystemExit):
@@ -181,6 +213,10 @@ def _after_fork_child() -> None:
         return
     try:
         _session.after_fork()
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # the watcher thread did not survive the fork
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            _install_sigterm()
         mp_util = sys.modules.get("multiprocessing.util")
         if mp_util is not None:  # its fork children leave through os._exit, after its finalizers
             mp_util.register_after_fork(_session, _finalize_in_mp_child)
@@ -203,8 +239,7 @@ def start_session(folder: Path, options: CaptureOptions) -> Session:
     atexit.register(_at_exit)
     os.register_at_fork(after_in_child=_after_fork_child)
     sys.excepthook = _excepthook(sys.excepthook)
-    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL:
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    _install_sigterm()
     return session
 
 

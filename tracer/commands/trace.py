@@ -7,6 +7,7 @@ import shutil
 import sys
 from pathlib import Path
 
+from tracer.capture.options import MEMORY_DEFAULT
 from tracer.commands.run import add_workload_options
 from tracer.errors import ChecksFailed, UsageError, unknown
 from tracer.store.rundir import default_run_dir, environment, staged, write_json
@@ -26,6 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--timeout", type=float, default=1800, help="seconds before the whole process group is killed")
     r.add_argument("--cuda-event-trace", action="store_true", help="nsys: --cuda-event-trace=true for cross-stream edges")
     r.add_argument("--capture-range", help="nsys: only capture inside this NVTX range")
+    r.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"cupti: record the memory each kernel reads and writes (default: {MEMORY_DEFAULT})")
     _analysis_options(r)
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
@@ -122,7 +125,10 @@ def choose_backend(name: str) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     extra = list(getattr(args, "command_after_dashdash", []) or [])
-    backend = choose_backend(args.backend)
+    backend = "cupti" if args.memory and args.backend == "auto" else choose_backend(args.backend)
+    if args.memory and backend != "cupti":
+        raise UsageError(f"--memory needs the cupti backend, not {backend!r}")
+    memory = MEMORY_DEFAULT if args.memory is None else args.memory
     name, command, default_pairs = _target(args, extra)
     pairs, all_pairs = pair_args(args.pairs, default_pairs)
     final = args.output or default_run_dir(name)
@@ -135,25 +141,38 @@ def cmd_run(args: argparse.Namespace) -> int:
             res = capture(command, tmp / "trace.sqlite", logs, args.timeout,
                           cuda_event_trace=args.cuda_event_trace, capture_range=args.capture_range)
         else:
-            from tracer.capture.cupti import capture as cupti_capture
+            from tracer.capture.launcher import capture_run
 
-            res = cupti_capture(command, tmp / "trace.sqlite", logs, args.timeout)
+            captured = capture_run(command, tmp, logs, args.timeout, memory=memory)
+            res, processes = captured.proc, captured.command_fields()
         write_json(tmp / "command.json", {"argv": command, "backend": backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)})
+                                          "capture_argv": list(res.argv)} | (processes if backend == "cupti" else {}))
         write_json(tmp / "environment.json", environment())
-        if res.timed_out or not (tmp / "trace.sqlite").is_file():
+        job = backend == "cupti" and captured.job and not res.timed_out
+        if not job and (res.timed_out or not (tmp / "trace.sqlite").is_file()):
             tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {name} produced no trace (exit {res.returncode}, timed out: {res.timed_out}); "
                              f"stderr ends: {tail or '(empty)'}")
         from tracer.trace.load import load_trace
 
-        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
-        write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
+        analysis = None if job else analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
+        if analysis is not None:
+            write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
+    if analysis is None:
+        return _job_notice(final, processes)
     print(f"run directory: {final} (backend {backend}, target exit {res.returncode})", file=sys.stderr)
     if res.returncode not in (0, None):
         print(f"tracer: warning: the traced command exited {res.returncode}; see {final}/logs", file=sys.stderr)
     return report(analysis, args.json, args.fail_on_unordered)
+
+
+def _job_notice(final: Path, fields: dict) -> int:
+    """Several processes recorded kernels: their traces stay under procs/ (job analysis: issue #16)."""
+    busy = [p["file"] for p in fields["processes"] if (p.get("kernels") or 0) > 0]
+    print(f"run directory: {final} (job: {len(busy)} processes recorded kernels: {', '.join(busy)}); "
+          f"analyze one with `tracer trace analyze {final}/procs/FILE.sqlite`", file=sys.stderr)
+    return 0
 
 
 def _pairs_for_source(source: Path) -> list[tuple[str, str]]:
