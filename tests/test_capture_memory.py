@@ -128,6 +128,18 @@ def test_backward_ops_carry_the_forward_ops_sequence_number() -> None:
     assert ("aten::threshold_backward", fwd["aten::relu"]) in bwd
     assert [b for n, b in bwd if n == "aten::mm"] == [fwd["aten::mm"]] * 2  # MmBackward's two GEMMs
     assert next(o for o in rec.ops if o.name == "aten::randn").seq_nr == -1  # created no node
+    assert {b for _, b in bwd} <= {o.seq_nr for o in rec.ops}  # every backward op points at a recorded op
+
+
+def test_views_that_create_autograd_nodes_are_recorded_without_accesses() -> None:
+    r = Recording()
+    with r as rec:
+        x = torch.randn(4, 4, requires_grad=True)
+        x.t().sum().backward()
+        x.detach().view(16)  # no node: not recorded
+    (view,) = [o for o in rec.ops if o.name == "aten::t"]
+    assert view.seq_nr >= 0 and not [a for a in rec.accesses if a.op_id == view.id]
+    assert not [o for o in rec.ops if o.name in ("aten::view", "aten::detach")]
 
 
 def test_storage_identity_splits_instances_at_a_new_storage_without_free_reports() -> None:

@@ -141,7 +141,10 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
             seq = get_seq()
             last, tls.last_seq = tls.last_seq, seq
             if info.skip:
-                return func(*args, **kwargs)
+                out = func(*args, **kwargs)
+                if seq != last:  # a view that created an autograd node: its backward ops point at it
+                    node_only(info, args, seq - 1)
+                return out
             oid, t0 = rec.begin()
             try:
                 out = func(*args, **kwargs)
@@ -154,6 +157,14 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
             except Exception as exc:  # never into the program
                 rec.count_error("torch_op", exc)
             return out
+
+    def node_only(info: OpInfo, args: tuple, seq: int) -> None:
+        try:
+            if args and isinstance(args[0], torch.Tensor) and args[0].device.type in rec.devices:
+                now = rec.clock()
+                rec.ops.append(OpRec(next(rec.ids), OpKind.TORCH, info.name, rec.thread_id(), now, now, seq, -1, None, None))
+        except Exception as exc:
+            rec.count_error("view_op", exc)
 
     def record(info: OpInfo, oid: int, args: tuple, kwargs: dict, out: Any, t0: int, t1: int, seq: int, bwd: int) -> None:
         where = extractor.callsite()
