@@ -1,0 +1,57 @@
+"""Capture the hazard test programs (tests/gpu/programs/) and two seed workloads under
+`--memory` as small traces for the CPU tests of the hazard analysis; regenerates tests/data/hazards/.
+
+Run on a GPU machine:  python scripts/capture_hazard_fixtures.py [OUT_DIR]  (default tests/data/hazards)
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+
+from memory_tables import EXPECTED, MAY, PROGRAMS, raw_verdict  # noqa: E402
+from tracer.capture.launcher import capture_run  # noqa: E402
+
+WORKLOADS = {
+    "planted_cross_stream": ["planted_cross_stream", "--shape", "1024x1024x1024", "--steps", "2"],
+    "event_ordered_dgrad": ["event_ordered_dgrad", "--shape", "1024x1024x1024", "--steps", "2"],
+}
+
+
+def capture(name: str, command: list[str], out: Path) -> dict:
+    work = out / f".{name}"
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    res = capture_run(command, work, work / "logs", 300, memory=True)
+    entry: dict = {"exit": res.proc.returncode, "seconds": round(res.proc.seconds, 1)}
+    if res.trace is None:
+        entry["error"] = (work / "logs" / "stderr.log").read_text()[-500:]
+        return entry
+    target = out / f"{name}.sqlite"
+    res.trace.replace(target)
+    shutil.rmtree(work)
+    if name in EXPECTED:
+        ok, seen = raw_verdict(name, target)
+        entry |= {"expected": sorted(EXPECTED[name]), "may": name in MAY, "raw_ok": ok, "raw_seen": seen}
+    return entry
+
+
+def main() -> int:
+    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "data" / "hazards"
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in EXPECTED}
+    jobs |= {name: [sys.executable, "-m", "tracer", "run", *args, "--no-fail-on-check"] for name, args in WORKLOADS.items()}
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        done = dict(zip(jobs, pool.map(lambda kv: capture(kv[0], kv[1], out), jobs.items())))
+    for name, entry in done.items():
+        print(name, entry, flush=True)
+    (out / "captures.json").write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
