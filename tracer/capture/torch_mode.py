@@ -133,6 +133,12 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
     tls = rec.tls
 
     class TracerMemoryMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            """torch.compile compiles as without tracer (an active mode would make it run eagerly);
+            the compiled kernels are launches outside ops, matched by their arguments."""
+            return True
+
         def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
             kwargs = kwargs or {}
             info = infos.get(func)
