@@ -231,6 +231,8 @@ def test_several_processes_with_kernels_make_a_job(tmp_path: Path) -> None:
 def test_commands_run_as_given() -> None:
     assert resolve_command(["torchrun", "--nproc-per-node", "2", "train.py"])[0] == "torchrun"
     assert resolve_command(["-m", "tracer", "run"]) == [sys.executable, "-m", "tracer", "run"]
+    assert resolve_command(["python", "train.py"]) == [sys.executable, "train.py"]
+    assert resolve_command(["/usr/bin/python3", "x.py"])[0] == "/usr/bin/python3"  # a path is kept as given
     with pytest.raises(UsageError, match="no command"):
         resolve_command([])
 

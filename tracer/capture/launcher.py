@@ -27,12 +27,12 @@ PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 
 
 def resolve_command(command: list[str]) -> list[str]:
-    """The command as given; a bare `python` missing from PATH, a .py script or `-m`/`-c` run
-    with this interpreter (as the runpy-based capture did)."""
+    """The command as given, except that a bare `python`/`python3`, a .py script or `-m`/`-c`
+    run with tracer's own interpreter (the one with cupti-python, as the runpy capture did)."""
     if not command:
         raise UsageError("no command given after --")
     first = command[0]
-    if first in PYTHON_NAMES and shutil.which(first) is None:
+    if first in PYTHON_NAMES:
         return [sys.executable, *command[1:]]
     if first in ("-m", "-c") or (first.endswith(".py") and not os.access(first, os.X_OK)):
         return [sys.executable, *command]

@@ -56,6 +56,7 @@ class Extractor:
     def __init__(self, rec: MemoryRecorder, tensor_type: type) -> None:
         self.rec = rec
         self.tensor_type = tensor_type
+        self.cuda_only = rec.devices == {"cuda"}  # Tensor.is_cuda is much cheaper than Tensor.device
         self.library: dict[Any, bool] = {}
 
     def callsite(self) -> str | None:
@@ -96,19 +97,17 @@ class Extractor:
                     self._tensor(found, v, mode, label, info, t0, where)
 
     def _tensor(self, found: dict, t: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
-        if t.device.type not in self.rec.devices:
+        if not (t.is_cuda if self.cuda_only else t.device.type in self.rec.devices):
             return
         try:
-            n = t.numel()
-            if n == 0:
-                return
-            st = t.untyped_storage()
-            base, nbytes = st.data_ptr(), st.nbytes()
             span = 1
             for size, stride in zip(t.shape, t.stride()):
+                if size == 0:
+                    return
                 if size > 1:
                     span += (size - 1) * stride
-            address = t.data_ptr()
+            st = t.untyped_storage()
+            base, nbytes, address = st.data_ptr(), st.nbytes(), t.data_ptr()
             length = min(span * t.element_size(), base + nbytes - address)
             alloc = self.rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
         except Exception as exc:  # fake, meta or storage-less tensors: counted, the op keeps its other tensors
