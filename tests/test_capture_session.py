@@ -246,3 +246,11 @@ def test_lingering_traced_process_is_waited_for(tmp_path: Path) -> None:
     res, run = run_fake(tmp_path, script)
     states = [m["state"] for m in read_markers(run / "procs")]
     assert states == ["exited", "exited"] and time.monotonic() - t0 >= 2
+
+
+def test_memory_needs_the_cupti_backend(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.cli import main
+
+    code = main(["trace", "run", "--memory", "--backend", "nsys", "-o", str(tmp_path / "r"), "--", "python", "x.py"])
+    assert code == 2 and "--memory needs the cupti backend, not 'nsys'" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()

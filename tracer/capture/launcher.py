@@ -219,7 +219,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
 
         require_cupti_python()
     argv = resolve_command(command)
-    procs = run_dir / "procs"
+    procs = (run_dir / "procs").resolve()  # absolute: traced processes may change their working directory
     procs.mkdir(parents=True, exist_ok=True)
     env = capture_env(procs, options)
     sampler = TreeSampler()
