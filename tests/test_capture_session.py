@@ -254,3 +254,15 @@ def test_memory_needs_the_cupti_backend(tmp_path: Path, capsys: pytest.CaptureFi
     code = main(["trace", "run", "--memory", "--backend", "nsys", "-o", str(tmp_path / "r"), "--", "python", "x.py"])
     assert code == 2 and "--memory needs the cupti backend, not 'nsys'" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
+
+
+def test_memory_recording_does_not_import_torch_into_every_process(tmp_path: Path) -> None:
+    procs = tmp_path / "procs"
+    env = capture_env(procs, CaptureOptions(backend="fake", memory=True, devices=("cpu",)))
+    code = "import sys; print('torch' in sys.modules); import torch; (torch.ones(3) * 2).sum(); print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
+    assert out.stdout.split() == ["False", "True"], out.stderr
+    m = read_markers(procs)[0]
+    with sqlite3.connect(procs / f"{m['file']}.sqlite") as con:
+        names = {r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")}
+    assert {"aten::ones", "aten::mul.Tensor", "aten::sum"} <= names  # the mode was entered when torch arrived
