@@ -65,6 +65,8 @@ def main() -> int:
                 times[mode].append(seconds)
                 runs.append({"mode": mode, "repeat": r, "seconds": round(seconds, 3), "exit": code, **info})
                 print(f"{mode:<9} repeat {r}: {seconds:7.2f} s exit {code} {info}", flush=True)
+                if args.json:  # what was measured survives a cut-off run
+                    Path(args.json).write_text(json.dumps({"command": command, "runs": runs, "partial": True}, indent=1))
     med = {m: statistics.median(v) for m, v in times.items()}
     ratios = {"cupti/untraced": med["cupti"] / med["untraced"], "memory/cupti": med["memory"] / med["cupti"],
               "memory/csan": med["memory"] / med["csan"], "csan/untraced": med["csan"] / med["untraced"]}

@@ -2,9 +2,12 @@
 `--memory` as small traces for the CPU tests of the hazard analysis; regenerates tests/data/hazards/.
 
 Run on a GPU machine:  python scripts/capture_hazard_fixtures.py [OUT_DIR]  (default tests/data/hazards)
+Or collect the run directories scripts/device_capture.sh made (RUNS/NAME, RUNS/seed-NAME):
+    python scripts/capture_hazard_fixtures.py OUT_DIR --from RUNS
 """
 from __future__ import annotations
 
+import argparse
 import json
 import shutil
 import sys
@@ -31,22 +34,47 @@ def capture(name: str, command: list[str], out: Path) -> dict:
     if res.trace is None:
         entry["error"] = (work / "logs" / "stderr.log").read_text()[-500:]
         return entry
-    target = out / f"{name}.sqlite"
-    res.trace.replace(target)
+    res.trace.replace(out / f"{name}.sqlite")
     shutil.rmtree(work)
-    if name in EXPECTED:
-        ok, seen = raw_verdict(name, target)
-        entry |= {"expected": sorted(EXPECTED[name]), "may": name in MAY, "raw_ok": ok, "raw_seen": seen}
-    return entry
+    return entry | described(name, out / f"{name}.sqlite")
+
+
+def described(name: str, trace: Path) -> dict:
+    if name not in EXPECTED:
+        return {}
+    ok, seen = raw_verdict(name, trace)
+    return {"expected": sorted(EXPECTED[name]), "may": name in MAY, "raw_ok": ok, "raw_seen": seen}
+
+
+def collect(runs: Path, out: Path) -> dict:
+    """The traces of run directories made elsewhere (scripts/device_capture.sh)."""
+    done = {}
+    for name in [*EXPECTED, *WORKLOADS]:
+        run = runs / (name if name in EXPECTED else f"seed-{name}")
+        command = run / "command.json"
+        if not (run / "trace.sqlite").is_file():
+            done[name] = {"error": f"no trace in {run}"}
+            continue
+        shutil.copyfile(run / "trace.sqlite", out / f"{name}.sqlite")
+        info = json.loads(command.read_text()) if command.is_file() else {}
+        done[name] = {"exit": info.get("exit"), "seconds": info.get("seconds")} | described(name, out / f"{name}.sqlite")
+    return done
 
 
 def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "tests" / "data" / "hazards"
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", type=Path, default=ROOT / "tests" / "data" / "hazards")
+    ap.add_argument("--from", dest="runs", type=Path, help="collect these run directories instead of capturing")
+    args = ap.parse_args()
+    out = args.out
     out.mkdir(parents=True, exist_ok=True)
     jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in EXPECTED}
-    jobs |= {name: [sys.executable, "-m", "tracer", "run", *args, "--no-fail-on-check"] for name, args in WORKLOADS.items()}
-    with ThreadPoolExecutor(max_workers=4) as pool:
-        done = dict(zip(jobs, pool.map(lambda kv: capture(kv[0], kv[1], out), jobs.items())))
+    jobs |= {name: [sys.executable, "-m", "tracer", "run", *a, "--no-fail-on-check"] for name, a in WORKLOADS.items()}
+    if args.runs is not None:
+        done = collect(args.runs, out)
+    else:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            done = dict(zip(jobs, pool.map(lambda kv: capture(kv[0], kv[1], out), jobs.items())))
     for name, entry in done.items():
         print(name, entry, flush=True)
     (out / "captures.json").write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")

@@ -113,6 +113,9 @@ def bench(out: Path) -> None:
     if not data:
         print("  no benchmark result")
         return
+    if data.get("partial"):
+        print("  cut off; runs so far:", [(r["mode"], r["seconds"], r["exit"]) for r in data["runs"]])
+        return
     print("  median s:", {k: round(v, 2) for k, v in data["median_s"].items()})
     print("  ratios:", {k: round(v, 2) for k, v in data["ratios"].items()})
 
