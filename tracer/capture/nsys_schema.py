@@ -83,7 +83,6 @@ def nvtx_rows(rec: TraceRecords) -> list[tuple]:
 
 
 def _kernel_row(k: KernelRec, gpid: int, s: Interner) -> tuple:
-    k = KernelRec(*k)
     full = demangle(k.name)
     return (k.start, k.end, k.device_id, k.context_id, k.stream_id, k.correlation_id, gpid, s(full), s(short_name(full)),
             s(k.name), k.grid_x, k.grid_y, k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread,
