@@ -10,11 +10,12 @@ import subprocess
 import sys
 import textwrap
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from tracer.capture.launcher import BOOT, capture_env, capture_run, pick_trace, read_markers, resolve_command
+from tracer.capture.launcher import BOOT, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command
 from tracer.capture.options import ENV_DIR, CaptureOptions
 from tracer.capture.session import file_stem
 from tracer.errors import UsageError
@@ -50,13 +51,17 @@ FAMILY = textwrap.dedent("""
 """)
 
 
-def run_fake(tmp_path: Path, script: str, *args: str, memory: bool = False, timeout: float = 120):  # type: ignore[no-untyped-def]
+FAKE = CaptureOptions(backend="fake", lazy=False)  # the fake backend, started with each process
+
+
+def run_fake(tmp_path: Path, script: str, *args: str, memory: bool = False, timeout: float = 120,
+             **options: object):  # type: ignore[no-untyped-def]
     prog = tmp_path / "prog.py"
     prog.write_text(script)
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
-    res = capture_run([sys.executable, str(prog), *args], run, run / "logs", timeout, backend="fake", memory=memory,
-                      devices=("cpu",))
+    opts = replace(FAKE, memory=memory, devices=("cpu",), **options)  # type: ignore[arg-type]
+    res = capture_run([sys.executable, str(prog), *args], run, run / "logs", timeout, options=opts)
     return res, run
 
 
@@ -84,13 +89,19 @@ def test_every_process_of_nested_spawn_and_fork_children_writes_its_own_files(fa
     assert all(m["backend"] == "fake" for m in markers.values())
 
 
-def test_a_killed_child_leaves_a_marker_without_a_trace(family) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_child_is_settled_as_died_with_what_it_flushed(family) -> None:  # type: ignore[no-untyped-def]
     res, run = family
     killed = int(next(line for line in (run / "logs" / "stdout.log").read_text().splitlines() if line.startswith("killed")).split()[1])
     m = next(m for m in read_markers(run / "procs") if m["pid"] == killed)
-    assert m["state"] == "running" and not (run / "procs" / f"{m['file']}.sqlite").exists()
+    assert m["state"] == "died" and not m.get("kernels")  # its marker rewritten by trace run
     listed = {p["pid"]: p for p in res.command_fields()["processes"]}
-    assert listed[killed]["state"] == "running"
+    assert listed[killed]["state"] == "died"
+    if listed[killed]["outcome"] == "partial":  # killed after its trace file was begun: completed and marked
+        with sqlite3.connect(run / "procs" / f"{m['file']}.sqlite") as con:
+            assert "died before exiting" in dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))["TRACER_PARTIAL"]
+    else:
+        assert listed[killed]["outcome"] == "no trace" and not (run / "procs" / f"{m['file']}.sqlite").exists()
+    assert not list((run / "procs").glob("*.partial.sqlite*"))
 
 
 def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ignore[no-untyped-def]
@@ -102,15 +113,15 @@ def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ig
     assert "sampled every" in fields["untraced_note"]
 
 
-def test_one_traced_process_without_kernels_stands_for_the_run(family) -> None:  # type: ignore[no-untyped-def]
+def test_processes_without_kernels_never_stand_for_the_run(family) -> None:  # type: ignore[no-untyped-def]
     res, run = family
-    process = json.loads((run / "process.json").read_text())
-    assert res.trace == run / "trace.sqlite" and not res.job
-    assert process["ppid"] == os.getpid()  # the command itself, the only process tracer started directly
-    con = sqlite3.connect(run / "trace.sqlite")
+    assert res.trace is None and not res.job and not (run / "trace.sqlite").exists()  # no empty analysis
+    root = next(m for m in res.processes if m["ppid"] == os.getpid())
+    con = sqlite3.connect(run / "procs" / f"{root['file']}.sqlite")
     meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-    assert meta["TRACER_PRODUCER"] == "fake" and meta["TRACER_PROCESS"] == process["file"]
+    assert meta["TRACER_PRODUCER"] == "fake" and meta["TRACER_PROCESS"] == root["file"] and "TRACER_PARTIAL" not in meta
     assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (0,)
+    assert root["outcome"] == "complete" and "died" in res.failure()  # the sleeper SIGKILLed on purpose
 
 
 def test_fork_child_does_not_repeat_its_parents_records(tmp_path: Path) -> None:
@@ -132,14 +143,15 @@ def test_fork_child_does_not_repeat_its_parents_records(tmp_path: Path) -> None:
     with sqlite3.connect(procs / f"{child['file']}.sqlite") as con:
         names = [r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")]
     assert "aten::add.Tensor" in names and "aten::mul.Tensor" not in names and "aten::sub.Tensor" not in names
-    with sqlite3.connect(run / "trace.sqlite") as con:
+    parent_file = next(m["file"] for m in markers if not m.get("fork_child"))
+    with sqlite3.connect(procs / f"{parent_file}.sqlite") as con:
         parent = [r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")]
     assert "aten::mul.Tensor" in parent and "aten::sub.Tensor" in parent and "aten::add.Tensor" not in parent
 
 
 def test_sigterm_writes_the_trace_before_dying(tmp_path: Path) -> None:
     procs = tmp_path / "procs"
-    env = capture_env(procs, CaptureOptions(backend="fake"))
+    env = capture_env(procs, FAKE)
     child = subprocess.Popen([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(60)"], env=env,
                              stdout=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline().strip() == b"up"
@@ -157,7 +169,7 @@ def test_sigterm_reaches_a_process_whose_main_thread_is_stuck(tmp_path: Path) ->
     code = ("import signal, time\n"
             "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
             "print('up', flush=True); time.sleep(120)\n")
-    child = subprocess.Popen([sys.executable, "-c", code], env=capture_env(procs, CaptureOptions(backend="fake")),
+    child = subprocess.Popen([sys.executable, "-c", code], env=capture_env(procs, FAKE),
                              stdout=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline().strip() == b"up"
     t0 = time.monotonic()
@@ -172,7 +184,7 @@ def test_a_programs_own_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
     code = ("import signal, sys, time\n"
             "signal.signal(signal.SIGTERM, lambda *a: (print('mine', flush=True), sys.exit(5)))\n"
             "print('up', flush=True); time.sleep(60)\n")
-    child = subprocess.Popen([sys.executable, "-c", code], env=capture_env(procs, CaptureOptions(backend="fake")),
+    child = subprocess.Popen([sys.executable, "-c", code], env=capture_env(procs, FAKE),
                              stdout=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline().strip() == b"up"
     child.send_signal(signal.SIGTERM)
@@ -182,14 +194,14 @@ def test_a_programs_own_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
 
 def test_rank_from_the_environment_names_the_files(tmp_path: Path) -> None:
     procs = tmp_path / "procs"
-    env = capture_env(procs, CaptureOptions(backend="fake")) | {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}
+    env = capture_env(procs, FAKE) | {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}
     subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
     m = read_markers(procs)[0]
     assert m["file"].endswith(f"-{m['pid']}-r3") and (m["rank"], m["local_rank"], m["world_size"]) == (3, 1, 4)
 
 
 def test_bootstrap_does_nothing_without_the_capture_dir(tmp_path: Path) -> None:
-    env = capture_env(tmp_path / "procs", CaptureOptions(backend="fake"))
+    env = capture_env(tmp_path / "procs", FAKE)
     del env[ENV_DIR]
     out = subprocess.run([sys.executable, "-c", "import sys; print('tracer.capture.session' in sys.modules)"], env=env,
                          capture_output=True, text=True, timeout=60)
@@ -201,7 +213,7 @@ def test_bootstrap_chain_loads_the_next_sitecustomize(tmp_path: Path) -> None:
     theirs.mkdir()
     (theirs / "sitecustomize.py").write_text("import os\nLOADED = os.getpid()\n")
     procs = tmp_path / "procs"
-    env = capture_env(procs, CaptureOptions(backend="fake"))
+    env = capture_env(procs, FAKE)
     env["PYTHONPATH"] += os.pathsep + str(theirs)
     code = "import os, sitecustomize; print(sitecustomize.LOADED == os.getpid(), sitecustomize.__file__)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
@@ -222,10 +234,12 @@ def test_several_processes_with_kernels_make_a_job(tmp_path: Path) -> None:
     for pid, kernels in ((11, 5), (12, 7), (13, 0)):
         (procs / f"h-{pid}.sqlite").write_text("")
         (procs / f"h-{pid}.json").write_text(json.dumps({"pid": pid, "state": "exited", "kernels": kernels}))
-    assert pick_trace(read_markers(procs), procs, 13) == (None, True)
+    assert pick_trace(read_markers(procs), procs) == (None, True)
     (procs / "h-12.sqlite").unlink()
-    chosen, job = pick_trace(read_markers(procs), procs, 13)
+    chosen, job = pick_trace(read_markers(procs), procs)
     assert chosen is not None and chosen["pid"] == 11 and not job
+    (procs / "h-11.sqlite").unlink()
+    assert pick_trace(read_markers(procs), procs) == (None, False)  # the launcher's empty trace never stands for the run
 
 
 def test_commands_run_as_given() -> None:
@@ -258,7 +272,7 @@ def test_memory_needs_the_cupti_backend(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_memory_recording_does_not_import_torch_into_every_process(tmp_path: Path) -> None:
     procs = tmp_path / "procs"
-    env = capture_env(procs, CaptureOptions(backend="fake", memory=True, devices=("cpu",)))
+    env = capture_env(procs, replace(FAKE, memory=True, devices=("cpu",)))
     code = "import sys; print('torch' in sys.modules); import torch; (torch.ones(3) * 2).sum(); print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "True"], out.stderr
@@ -266,3 +280,158 @@ def test_memory_recording_does_not_import_torch_into_every_process(tmp_path: Pat
     with sqlite3.connect(procs / f"{m['file']}.sqlite") as con:
         names = {r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")}
     assert {"aten::ones", "aten::mul.Tensor", "aten::sum"} <= names  # the mode was entered when torch arrived
+
+
+KERNELS_THEN = textwrap.dedent("""
+    import os, signal, sys, time
+    from tracer.capture.session import current
+    s = current()
+    for i in range(5):
+        s.backend.fake_kernel(f"kernel_{i}")
+    time.sleep(1.0)  # several periodic flushes
+    how = sys.argv[1]
+    if how == "sigkill":
+        os.kill(os.getpid(), signal.SIGKILL)
+    for i in range(3):  # never flushed before a SIGKILL
+        s.backend.fake_kernel(f"late_{i}")
+    sys.exit(int(how))
+""")
+
+
+def test_a_sigkilled_process_leaves_its_flushed_records_as_a_partial_trace(tmp_path: Path) -> None:
+    res, run = run_fake(tmp_path, KERNELS_THEN, "sigkill", flush_s=0.1)
+    assert res.proc.returncode == -signal.SIGKILL
+    (m,) = res.processes
+    assert (m["state"], m["outcome"], m["kernels"]) == ("died", "partial", 5)
+    assert res.trace == run / "trace.sqlite" and res.partial and "died before writing" in res.failure()
+    con = sqlite3.connect(run / "trace.sqlite")
+    meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    assert "every 0.1 s" in meta["TRACER_PARTIAL"]
+    names = {r[0] for r in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName")}
+    assert names == {f"kernel_{i}" for i in range(5)}
+    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    assert marker["state"] == "died" and marker["kernels"] == 5 and marker["trace"] == f"{m['file']}.sqlite"
+
+
+def test_a_process_that_exits_writes_everything_and_its_timing(tmp_path: Path) -> None:
+    res, run = run_fake(tmp_path, KERNELS_THEN, "3", flush_s=0.1)
+    (m,) = res.processes
+    assert (m["state"], m["outcome"], m["kernels"], m["exit"]) == ("exited", "complete", 8, None)
+    assert res.proc.returncode == 3 and res.failure() == "the traced command exited 3"
+    with sqlite3.connect(run / "trace.sqlite") as con:
+        assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (8,)
+        assert "TRACER_PARTIAL" not in dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    timing = json.loads((run / "process.json").read_text())["timing"]
+    assert timing["startup_s"] is not None and timing["alive_s"] >= 1.0
+    assert {"bootstrap", "bootstrap_imports", "periodic_flush", "exit_total"} <= set(timing["phases_s"])
+    assert "cupti_started" in timing["marks_s"]
+
+
+def test_cupti_starts_at_the_first_cuda_library_import_only(tmp_path: Path) -> None:
+    (tmp_path / "fakecuda.py").write_text("LOADED = True\n")
+    script = textwrap.dedent("""
+        import subprocess, sys
+        subprocess.run([sys.executable, "-c", "import json"], check=True)  # never touches CUDA
+        sys.path.insert(0, sys.argv[1])
+        import fakecuda
+        from tracer.capture.session import current
+        current().backend.fake_kernel("after_import")
+    """)
+    res, run = run_fake(tmp_path, script, str(tmp_path), lazy=True, triggers=("fakecuda",))
+    assert res.proc.returncode == 0, (run / "logs" / "stderr.log").read_text()
+    by_outcome = {m["outcome"]: m for m in res.processes}
+    assert set(by_outcome) == {"complete", "no CUDA"} and res.failure() == ""
+    idle = json.loads((run / "procs" / f"{by_outcome['no CUDA']['file']}.json").read_text())
+    assert idle["trace"] is None and idle["cuda"] is False and "cupti_started" not in idle["timing"]["marks_s"]
+    assert not list((run / "procs").glob(f"{idle['file']}*.sqlite"))
+    busy = json.loads((run / "process.json").read_text())
+    assert busy["cupti_started_by"] == "import fakecuda" and busy["kernels"] == 1
+
+
+def test_sigterm_during_the_exit_write_waits_for_it(tmp_path: Path) -> None:
+    """torchrun stops the surviving ranks with SIGTERM, often while they are already writing their
+    trace at exit: the handler must not kill the write it interrupted."""
+    procs = tmp_path / "procs"
+    code = textwrap.dedent("""
+        import os, signal, time
+        from tracer.capture import session
+        s = session.current()
+        s.backend.fake_kernel("k")
+        write = s._write_trace
+        def slow(*args):
+            os.kill(os.getpid(), signal.SIGTERM)  # arrives in the middle of the exit write
+            time.sleep(0.3)
+            return write(*args)
+        s._write_trace = slow
+    """)
+    out = subprocess.run([sys.executable, "-c", code], env=capture_env(procs, FAKE), timeout=60)
+    assert out.returncode == -signal.SIGTERM  # it still dies of the signal, once the trace is written
+    (m,) = read_markers(procs)
+    assert m["state"] == "exited" and m["ended"] == "atexit" and m["kernels"] == 1
+    assert (procs / f"{m['file']}.sqlite").is_file() and not list(procs.glob("*.partial.sqlite"))
+
+
+def test_process_lines_say_how_each_ended() -> None:
+    base = {"file": "h-1-r0", "rank": 0}
+    assert "stopped by SIGTERM" in describe({**base, "state": "exited", "ended": "sigterm", "outcome": "complete", "kernels": 4})
+    line = describe({**base, "state": "died", "outcome": "partial", "kernels": 2})
+    assert "died without exiting" in line and "PARTIAL trace, 2 kernels" in line
+    assert "NO TRACE" in describe({**base, "state": "died", "outcome": "no trace"})
+    assert "no CUDA use" in describe({"file": "h-2", "rank": None, "state": "exited", "exit": 0, "outcome": "no CUDA"})
+
+
+RANK = ("import os, signal, time\n"
+        "from tracer.capture.session import current\n"
+        "current().backend.fake_kernel('allreduce')\n"
+        "time.sleep(0.6)\n"
+        "if os.environ['RANK'] == '1':\n"
+        "    os.kill(os.getpid(), signal.SIGKILL)\n")
+RANKS = textwrap.dedent(f"""
+    import os, subprocess, sys
+    ranks = [subprocess.Popen([sys.executable, "-c", {RANK!r}], env=os.environ | {{"RANK": str(r), "WORLD_SIZE": "2"}})
+             for r in range(2)]
+    codes = [p.wait() for p in ranks]
+    sys.exit(1 if any(codes) else 0)
+""")
+
+
+def fake_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: str) -> tuple[list[str], Path]:
+    """`trace run` on the fake backend (the CPU stands in for CUPTI)."""
+    from tracer.capture import launcher
+
+    real = launcher.capture_run
+    monkeypatch.setattr(launcher, "capture_run", lambda *a, **k: real(*a, options=replace(FAKE, flush_s=0.1)))
+    prog = tmp_path / "prog.py"
+    prog.write_text(script)
+    return ["trace", "run", "--backend", "cupti", "-o", str(tmp_path / "run"), "--", sys.executable, str(prog)], tmp_path / "run"
+
+
+def test_a_job_whose_rank_died_fails_and_says_how_each_process_ended(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.cli import main
+
+    argv, run = fake_cli(monkeypatch, tmp_path, RANKS)
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 7, err  # the traced command failed: TargetFailed
+    assert "processes (3):" in err and "exited 1" in err and "died without exiting" in err and "PARTIAL trace, 1 kernels" in err
+    command = json.loads((run / "command.json").read_text())
+    ranks = {p["rank"]: p for p in command["processes"] if p["rank"] is not None}
+    assert (ranks[0]["outcome"], ranks[1]["outcome"], ranks[1]["state"]) == ("complete", "partial", "died")
+    assert command["job"] and not (run / "trace.sqlite").exists() and "job: 2 processes" in err
+    launcher_proc = next(p for p in command["processes"] if p["rank"] is None)
+    assert launcher_proc["kernels"] == 0 and launcher_proc["outcome"] == "complete"
+
+
+@pytest.mark.parametrize("exit_code, expected", [(0, 2), (1, 7)])
+def test_a_run_without_kernels_is_never_an_empty_analysis(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                          capsys: pytest.CaptureFixture[str], exit_code: int,
+                                                          expected: int) -> None:
+    from tracer.cli import main
+
+    argv, run = fake_cli(monkeypatch, tmp_path, f"import sys; sys.exit({exit_code})\n")
+    code = main(argv)
+    captured = capsys.readouterr()
+    assert code == expected and captured.out == ""  # no verdict printed
+    assert ("no process of the command launched a CUDA kernel" if exit_code == 0 else "exited 1") in captured.err
+    assert not (run / "trace.sqlite").exists() and not (run / "verdict.json").exists()

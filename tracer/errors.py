@@ -42,6 +42,13 @@ class TraceFormatError(TracerError):
     exit_code = 6
 
 
+class TargetFailed(TracerError):
+    """The workload or traced command failed: a CUDA fault, a non-zero exit or a crash (what it left
+    behind, a trace or a run directory, is still written and analysed)."""
+
+    exit_code = 7
+
+
 class TimedOut(TracerError):
     """A target or tool was killed at its --timeout (the whole process group)."""
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import re
 import struct
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -142,12 +143,18 @@ def walk_layouts(attempts: list[tuple[str, Callable[[int], tuple]]], ok: int, pa
     return None, "; ".join(reasons) or "no parameter info"
 
 
+ROLE_APIS = {"launch": tuple(LAUNCH), "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
+
+
 class ApiCallbacks:
-    """One CUPTI subscriber for the launch, event-record and query APIs."""
+    """One CUPTI subscriber for the launch, event-record and query APIs (`roles`: which of them)."""
 
     def __init__(self, cupti: Any, rec: MemoryRecorder,
-                 param_layout: Callable[[int], tuple[Layout | None, str]] = driver_param_layout) -> None:
+                 param_layout: Callable[[int], tuple[Layout | None, str]] = driver_param_layout, *,
+                 roles: tuple[str, ...] = tuple(ROLE_APIS), hook: list[float] | None = None) -> None:
         self.cupti, self.rec, self.param_layout = cupti, rec, param_layout
+        self.wanted = tuple(name for role in roles for name in ROLE_APIS[role])
+        self.hook = hook if hook is not None else [0, 0.0]  # [calls, seconds] (Timing)
         self.layouts: dict[int, tuple[Layout | None, str]] = {}
         self.roles: dict[tuple[int, int], tuple[str, str]] = {}
         self.enter_ts: dict[int, int] = {}
@@ -156,9 +163,8 @@ class ApiCallbacks:
     def subscribe(self) -> None:
         c = self.cupti
         drv, rt = int(c.CallbackDomain.DRIVER_API), int(c.CallbackDomain.RUNTIME_API)
-        wanted = (*LAUNCH, *EVENT_RECORD, *EVENT_QUERY, *STREAM_QUERY)
         for domain, enum_cls in ((drv, c.driver_api_trace_cbid), (rt, c.runtime_api_trace_cbid)):
-            for cbid, name in cbids(enum_cls, wanted).items():
+            for cbid, name in cbids(enum_cls, self.wanted).items():
                 self.roles[(domain, cbid)] = (self._role(name), name)
         self.subscriber = c.subscribe(self.callback, None)
         for domain, cbid in self.roles:
@@ -181,6 +187,7 @@ class ApiCallbacks:
             self.subscriber = None
 
     def callback(self, userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
+        t0 = time.perf_counter()
         try:
             role, name = self.roles[(int(domain), int(cbid))]
             if role[0] == "l":  # launch, launch_ex: the hot path
@@ -192,6 +199,9 @@ class ApiCallbacks:
                 self.on_query(role, name, cbdata)
         except Exception as exc:  # never into the program
             self.rec.count_error("api_callback", exc)
+        hook = self.hook
+        hook[0] += 1
+        hook[1] += time.perf_counter() - t0
 
     def on_launch(self, ex: bool, cbdata: Any) -> None:
         params = u64(int(cbdata.ptr) + 16)

@@ -3,14 +3,19 @@ their buffer, so nothing of CUPTI's is kept."""
 from __future__ import annotations
 
 import os
+import re
 import threading
+import time
 from typing import Any
 
 from tracer.capture.records import (ApiRec, EventRec, ExtCorrRec, KernelRec, MarkerRec, Memory2Rec, MemcpyRec, MemsetRec,
                                     StreamRec, SyncRec, TraceRecords)
 
-BUFFER_BYTES = 32 << 20
+BUFFER_BYTES = 8 << 20  # CUPTI hands a buffer back when it is full or flushed; smaller ones flush sooner
 EXTERNAL_KIND = "CUSTOM0"  # the external correlation kind tracer pushes around ops
+# API calls that enqueue no work and order nothing (getters, error peeks, capture-state checks): left
+# out of the API activity records unless every call is asked for (CaptureOptions.apis == "all").
+GETTER = re.compile(r"^cu(?:da)?[A-Za-z0-9]*?(?:Get|Is|Peek)(?:[A-Z_0-9]|$)")
 
 
 def count_error(errors: dict[str, tuple[int, str]], where: str, exc: BaseException) -> None:
@@ -23,8 +28,10 @@ def count_error(errors: dict[str, tuple[int, str]], where: str, exc: BaseExcepti
 class Collector:
     """Turns activity records into tuples. `memory` adds EXTERNAL_CORRELATION and MEMORY2."""
 
-    def __init__(self, cupti: Any, *, memory: bool = False) -> None:
+    def __init__(self, cupti: Any, *, memory: bool = False, apis: str = "filtered", hook: list[float] | None = None) -> None:
         self.cupti = cupti
+        self.apis = apis
+        self.hook = hook if hook is not None else [0, 0.0]  # [buffers, seconds] converting records (Timing)
         self.rec = TraceRecords(pid=os.getpid(), memory=memory)
         self.memory2: list[Memory2Rec] = []
         self.lock = threading.RLock()  # a SIGTERM flush may interrupt a buffer being read
@@ -53,18 +60,27 @@ class Collector:
         self.lock = threading.RLock()  # a SIGTERM flush may interrupt a buffer being read
         self.min_ts = min_ts
 
+    def take(self) -> TraceRecords:
+        """The streamed records converted since the last take (for the trace file)."""
+        with self.lock:
+            return self.rec.take()
+
     def buffer_completed(self, activities: list[Any]) -> None:
         """CUPTI swallows exceptions raised here (and the rest of the buffer with them), so each
         record is handled on its own and failures are counted into the trace's metadata."""
+        t0 = time.perf_counter()
+        handlers = self.handlers
         with self.lock:
             for a in activities:
-                handler = self.handlers.get(int(a.kind))
+                handler = handlers.get(a.kind)
                 if handler is None:
                     continue
                 try:
                     handler(a)
                 except Exception as exc:  # counted and reported, never silently dropped
                     count_error(self.rec.errors, type(a).__name__, exc)
+        self.hook[0] += 1
+        self.hook[1] += time.perf_counter() - t0
 
     def _kernel(self, a: Any) -> None:
         if a.start < self.min_ts:
@@ -147,6 +163,26 @@ def start(collector: Collector) -> None:
         except Exception as exc:  # a kind this CUPTI or device lacks: the rest still records
             count_error(collector.rec.errors, f"enable_{kind}", exc)
     cupti.activity_enable_all_sync_records(1)
+    collector.rec.meta["TRACER_API_RECORDS"] = leave_out_getters(collector) if collector.apis == "filtered" else "all"
+
+
+def leave_out_getters(collector: Collector) -> str:
+    """Switch the getters' API records off (after their kinds are on: enabling a kind again would
+    switch every API back on); says what was done, for the trace's metadata."""
+    from tracer.capture.callbacks import api_name
+
+    cupti, left_out, failed = collector.cupti, 0, ""
+    for enum_cls, switch in ((cupti.driver_api_trace_cbid, "activity_enable_driver_api"),
+                             (cupti.runtime_api_trace_cbid, "activity_enable_runtime_api")):
+        for member in getattr(enum_cls, "__members__", {}):
+            if not GETTER.match(api_name(member)):
+                continue
+            try:
+                getattr(cupti, switch)(int(getattr(enum_cls, member)), 0)
+                left_out += 1
+            except Exception as exc:  # an older CUPTI: every call keeps its record
+                failed = failed or f"{type(exc).__name__}: {exc}"[:200]
+    return f"getters left out ({left_out} APIs)" + (f"; some could not be: {failed}" if failed else "")
 
 
 def stop(collector: Collector) -> None:

@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
 
     out, target = Path(argv[0]), argv[2:]
     with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as tmp:
-        session = start_session(Path(tmp), CaptureOptions(backend="cupti"))
+        session = start_session(Path(tmp), CaptureOptions(backend="cupti", lazy=False))
         code = run_target(target)
         session.finish("end", code)
         (Path(tmp) / f"{session.stem}.sqlite").replace(out)

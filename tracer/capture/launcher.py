@@ -1,8 +1,10 @@
 """`trace run` with the CUPTI backend: the command runs as given, with the capture bootstrap on
 PYTHONPATH, so every Python process it starts (children of children too) writes its own trace
 into RUN/procs/ (session.py). Meanwhile the process tree is sampled, so descendants that never
-wrote a marker (non-Python programs) are listed as untraced instead of silently missed. When one
-process recorded kernels its trace becomes RUN/trace.sqlite, as single-process runs always were."""
+wrote a marker (non-Python programs) are listed as untraced instead of silently missed. After the
+command, what a process that died left (its last flushed records) is completed and marked
+partial, and every process gets an outcome. When exactly one process recorded kernels its trace
+becomes RUN/trace.sqlite, as single-process runs always were; several make a job."""
 from __future__ import annotations
 
 import json
@@ -18,6 +20,7 @@ from typing import Any
 from tracer import proc
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
 from tracer.errors import UsageError
+from tracer.store.rundir import environment, write_json
 
 BOOT = Path(__file__).resolve().parent / "boot"
 ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package
@@ -180,16 +183,32 @@ class CaptureResult:
     job: bool  # several processes recorded kernels: their traces stay under RUN/procs/
     options: CaptureOptions = field(default_factory=CaptureOptions)
     sampled: bool = True
+    environment: dict[str, Any] = field(default_factory=dict)
 
     def command_fields(self) -> dict[str, Any]:
         """What command.json records about the processes of the run."""
         keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
-                "kernels", "fork_child", "error")
+                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "error")
         return {"memory": self.options.memory, "job": self.job,
                 "processes": [{k: m.get(k) for k in keys} for m in self.processes],
                 "untraced": list(self.untraced),
                 "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
                                   if self.sampled else "process tree not sampled (no /proc)")}
+
+    @property
+    def partial(self) -> bool:
+        return any(m.get("outcome") == "partial" for m in self.processes if m.get("kernels"))
+
+    def failure(self) -> str:
+        """Why the run cannot count as a clean capture ("" when it can): the command failed, or a
+        process that recorded kernels did not finish its trace."""
+        code = self.proc.returncode
+        why = [f"the traced command {'was killed by signal ' + str(-code) if code < 0 else 'exited ' + str(code)}"
+               ] if code not in (0, None) else []
+        died = [m["file"] for m in self.processes if m.get("outcome") in ("partial", "no trace")]
+        if died:
+            why.append(f"{len(died)} process(es) died before writing their trace: {', '.join(died)}")
+        return "; ".join(why)
 
 
 def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -197,24 +216,99 @@ def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> 
     return [info for pid, info in sorted(seen.items()) if pid not in traced]
 
 
-def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None) -> tuple[dict[str, Any] | None, bool]:
-    """(the marker whose trace stands for the run, is it a job)."""
-    written = [m for m in markers if m.get("state") == "exited" and (procs / f"{m['file']}.sqlite").is_file()]
-    busy = [m for m in written if (m.get("kernels") or 0) > 0]
+def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[dict[str, Any]]:
+    """Every process's outcome once the command is over: complete, partial (it died; what it
+    flushed is completed and marked so, and its marker rewritten), no trace (it died before
+    flushing anything), no CUDA (it never used CUDA: nothing to trace), still running."""
+    from tracer.capture.nsys_schema import partial_path, salvage
+
+    out = []
+    for m in markers:
+        final = procs / f"{m['file']}.sqlite"
+        partial = partial_path(final)
+        alive = m.get("state") == "running" and _alive(int(m.get("pid", 0)))
+        kernels = None
+        if partial.is_file() and not final.is_file() and not alive:
+            note = (f"the process died before exiting: records up to its last flush (every {flush_s:g} s)"
+                    if m.get("state") == "running" else "the process did not finish writing its trace at exit")
+            kernels = salvage(partial, final, note)
+            if kernels is not None:
+                m = {**m, "kernels": kernels, "trace": final.name, "partial": note}
+        if m.get("state") == "running" and not alive:
+            m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None}
+        if kernels is not None or m.get("state") == "died":
+            write_json(procs / f"{m['file']}.json", m)
+        out.append({**m, "outcome": _outcome(m, final)})
+    return out
+
+
+def _outcome(m: dict[str, Any], final: Path) -> str:
+    if m.get("state") == "running":
+        return "still running"
+    if final.is_file():
+        return "partial" if m.get("partial") else "complete"
+    if m.get("state") == "exited" and m.get("trace") is None and not m.get("cuda"):
+        return "no CUDA"
+    return "no trace"
+
+
+def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None = None) -> tuple[dict[str, Any] | None, bool]:
+    """(the marker whose trace stands for the run, is it a job). Only a process that recorded
+    kernels can stand for the run: a launcher's empty trace never becomes the run's analysis."""
+    busy = [m for m in markers if (m.get("kernels") or 0) > 0 and (procs / f"{m['file']}.sqlite").is_file()]
     if len(busy) > 1:
         return None, True
-    if busy:
-        return busy[0], False
-    mine = [m for m in written if m.get("pid") == root] or (written if len(written) == 1 else [])
-    return (mine[0] if mine else None), False
+    return (busy[0] if busy else None), False
+
+
+def describe(m: dict[str, Any]) -> str:
+    """One line per process: who it is, how it ended, what its trace holds."""
+    who = f"rank {m['rank']}" if m.get("rank") is not None else ("fork child" if m.get("fork_child") else "process")
+    state, code = m.get("state"), m.get("exit")
+    if state == "died":
+        how = "died without exiting (SIGKILL or a crash)"
+    elif state == "exited" and m.get("ended") == "sigterm":
+        how = "stopped by SIGTERM"
+    elif state == "exited":
+        how = f"exited {code if code is not None else 0}"
+    else:
+        how = str(state)
+    kernels = m.get("kernels") or 0
+    what = {"complete": f"complete trace, {kernels} kernels", "partial": f"PARTIAL trace, {kernels} kernels (up to its last flush)",
+            "no trace": "NO TRACE", "no CUDA": "no CUDA use, nothing to trace", "still running": "still running: no trace"}
+    extra = f"; {m['untraced_cuda']}" if m.get("untraced_cuda") else ""
+    return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
+
+
+ENVIRONMENT = "import json; from tracer.store.rundir import environment; print(json.dumps(environment(), default=str))"
+
+
+def describe_environment(run_dir: Path) -> dict[str, Any]:
+    """environment.json's content, read in a child process (it imports torch: seconds, on another
+    core and off this process's GIL, which the tree sampler needs); in this process if that fails."""
+    out, err = run_dir / ".environment.json", run_dir / ".environment.err"
+    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]]
+                                                                             if os.environ.get("PYTHONPATH") else []))}
+    env.pop(ENV_DIR, None)
+    try:
+        res = proc.run([sys.executable, "-c", ENVIRONMENT], timeout=120, stdout_path=out, stderr_path=err, env=env)
+        data = json.loads(res.stdout()) if res.returncode == 0 else None
+    except (OSError, ValueError):
+        data = None
+    finally:
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+    return data if isinstance(data, dict) else environment()
 
 
 def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
-                backend: str = "cupti", devices: tuple[str, ...] = ("cuda",)) -> CaptureResult:
+                backend: str = "cupti", devices: tuple[str, ...] = ("cuda",),
+                options: CaptureOptions | None = None) -> CaptureResult:
     """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
-    process's trace stands for the run); stdout/stderr go to logs/."""
-    options = CaptureOptions(backend=backend, memory=memory, devices=devices)
-    if backend == "cupti":
+    process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
+    benchmarks and tests) wins over memory/backend/devices."""
+    options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
+    if options.backend == "cupti":
         from tracer.capture.cupti import require_cupti_python
 
         require_cupti_python()
@@ -222,6 +316,10 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     procs = (run_dir / "procs").resolve()  # absolute: traced processes may change their working directory
     procs.mkdir(parents=True, exist_ok=True)
     env = capture_env(procs, options)
+    env_info: dict[str, Any] = {}
+    described = threading.Thread(target=lambda: env_info.update(describe_environment(run_dir)), daemon=True,
+                                 name="tracer-environment")
+    described.start()  # versions and the GPU (imports torch): while the command runs, not after it
     sampler = TreeSampler()
     sampler.start()
     start = time.monotonic()
@@ -230,12 +328,13 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     finally:
         sampler.stop()
     wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))
-    markers = read_markers(procs)
+    markers = settle(procs, read_markers(procs), options.flush_s)
     chosen, job = pick_trace(markers, procs, sampler.root)
     trace = None
     if chosen is not None:
         trace = run_dir / "trace.sqlite"
         (procs / f"{chosen['file']}.sqlite").replace(trace)
         shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
+    described.join()
     return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
-                         sampler.available)
+                         sampler.available, env_info)

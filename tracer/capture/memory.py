@@ -95,6 +95,10 @@ class MemoryRecorder:
         self.mode: object = None  # the TorchDispatchMode, once torch is imported
 
     # --- shared helpers -------------------------------------------------------------------
+    def bind(self, clock: Callable[[], int], push: Callable[[int], object], pop: Callable[[], object]) -> None:
+        """The backend's clock and external-id calls, once CUPTI has started."""
+        self.clock, self.push, self.pop = clock, push, pop
+
     def thread_id(self) -> int:
         tid = self.tls.tid
         if not tid:

@@ -218,3 +218,16 @@ class TraceRecords:
     host_queries: list[HostQueryRec] = field(default_factory=list)
     launch_unknown: list[LaunchUnknownRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)  # extra META_DATA_EXPORT rows (capture counters)
+
+    def take(self) -> TraceRecords:
+        """The streamed records gathered since the last take (moved out: this object keeps none of
+        them); the memory lists stay, they are resolved and written at the end."""
+        batch = TraceRecords(pid=self.pid)
+        for name in STREAMED:
+            setattr(batch, name, getattr(self, name))
+            setattr(self, name, [])
+        return batch
+
+
+# Written to the trace file as they arrive (periodic flushes); the rest only at the end.
+STREAMED = ("kernels", "apis", "syncs", "events", "streams", "memcpys", "memsets", "markers")

@@ -5,7 +5,8 @@ written, other tensor arguments read), plus the caching allocator's allocation a
 
 Per op: one external correlation id pushed around the call (CUPTI joins every API call made inside
 to it), two clock reads, a bounded frame scan for the first user frame, and a few attribute reads
-per tensor. Pure view ops (no kernels) pass straight through."""
+per tensor. Pure view ops (no kernels) pass straight through. The time spent here (around each
+op, not in it) is counted into the process's timing (hook "dispatch")."""
 from __future__ import annotations
 
 import importlib.abc
@@ -13,6 +14,7 @@ import importlib.machinery
 import os
 import sys
 import sysconfig
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from types import ModuleType
@@ -20,6 +22,7 @@ from typing import Any
 
 from tracer.capture.memory import MemoryRecorder
 from tracer.capture.records import AccessRec, Mode, OpKind, OpRec
+from tracer.capture.timing import Timing
 
 FRAME_SCAN = 24  # frames looked at for the first user frame
 NO_NODE = 2**63  # backward node sequence numbers at or above this (AccumulateGrad: 2**64-1) are not forward ops
@@ -121,7 +124,7 @@ class Extractor:
             seen[0] |= mode
 
 
-def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
+def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = None) -> Any:
     """The mode instance (its class needs torch, so it is built here)."""
     from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -130,6 +133,40 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
     extractor = Extractor(rec, torch.Tensor)
     infos: dict[Any, OpInfo] = {}
     tls = rec.tls
+    hook = (timing or Timing()).hook("dispatch")
+    clock = time.perf_counter
+
+    def dispatch(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        t0 = clock()
+        kwargs = kwargs or {}
+        info = infos.get(func)
+        if info is None:
+            info = infos[func] = op_info(func)
+        seq = get_seq()
+        last, tls.last_seq = tls.last_seq, seq
+        if info.skip:
+            out = func(*args, **kwargs)
+            if seq != last:  # a view that created an autograd node: its backward ops point at it
+                node_only(info, args, seq - 1)
+            hook[0] += 1
+            hook[1] += clock() - t0
+            return out
+        oid, c0 = rec.begin()
+        t1 = clock()
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            c1 = rec.end()
+        t2 = clock()
+        try:
+            node = current_node()
+            bwd = node._sequence_nr() if node is not None else -1
+            record(info, oid, args, kwargs, out, c0, c1, seq - 1 if seq != last else -1, bwd if 0 <= bwd < NO_NODE else -1)
+        except Exception as exc:  # never into the program
+            rec.count_error("torch_op", exc)
+        hook[0] += 1
+        hook[1] += clock() - t2 + t1 - t0  # tracer's own time around the op, not the op's
+        return out
 
     class TracerMemoryMode(TorchDispatchMode):
         @classmethod
@@ -138,30 +175,14 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
             the compiled kernels are launches outside ops, matched by their arguments."""
             return True
 
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001, ANN204
-            kwargs = kwargs or {}
-            info = infos.get(func)
-            if info is None:
-                info = infos[func] = op_info(func)
-            seq = get_seq()
-            last, tls.last_seq = tls.last_seq, seq
-            if info.skip:
-                out = func(*args, **kwargs)
-                if seq != last:  # a view that created an autograd node: its backward ops point at it
-                    node_only(info, args, seq - 1)
-                return out
-            oid, t0 = rec.begin()
-            try:
-                out = func(*args, **kwargs)
-            finally:
-                t1 = rec.end()
-            try:
-                node = current_node()
-                bwd = node._sequence_nr() if node is not None else -1
-                record(info, oid, args, kwargs, out, t0, t1, seq - 1 if seq != last else -1, bwd if 0 <= bwd < NO_NODE else -1)
-            except Exception as exc:  # never into the program
-                rec.count_error("torch_op", exc)
-            return out
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            """torch would wrap __torch_dispatch__ in Dynamo's `disable`, importing torch._dynamo
+            (seconds) at the first op of a program that never compiles: keep_dynamo_out does it
+            only once the program imports Dynamo itself (no frame can be compiled before)."""
+            return False
+
+        __torch_dispatch__ = dispatch
 
     def node_only(info: OpInfo, args: tuple, seq: int) -> None:
         try:
@@ -179,40 +200,82 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType) -> Any:
         rec.ops.append(OpRec(oid, OpKind.TORCH, info.name, rec.thread_id(), t0, t1, seq, bwd, None, where))
         rec.accesses.extend(AccessRec(oid, a, n, m, 1, alloc, label) for (a, n), (m, alloc, label) in found.items())
 
+    keep_dynamo_out(TracerMemoryMode, dispatch, timing)
     return TracerMemoryMode()
 
 
-def hook_allocator(rec: MemoryRecorder, torch: ModuleType) -> bool:
+def keep_dynamo_out(mode_cls: type, dispatch: Callable[..., Any], timing: Timing | None) -> None:
+    """Once torch._dynamo is imported (now, or when the program imports it), the mode's dispatch
+    runs under Dynamo's `disable`, as torch does for every mode: a compiled region's eager
+    fallback never traces into it."""
+    def wrap(dynamo: ModuleType) -> None:
+        if timing is not None:
+            timing.mark("torch_dynamo_imported")
+        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]
+
+    loaded = sys.modules.get("torch._dynamo")
+    if loaded is not None and hasattr(loaded, "disable"):
+        wrap(loaded)
+    else:
+        sys.meta_path.insert(0, PostImport("torch._dynamo", wrap))
+
+
+def hook_allocator(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = None) -> bool:
     """torch's GPU trace hooks report the caching allocator's allocations and frees, so a block
     handed out again is a new allocation instance. They cost a Python call per allocation."""
     from torch.cuda import _gpu_trace
 
-    _gpu_trace.register_callback_for_memory_allocation(_guarded(rec, rec.on_alloc, "on_alloc"))
-    _gpu_trace.register_callback_for_memory_deallocation(_guarded(rec, rec.on_free, "on_free"))
+    hook = (timing or Timing()).hook("allocator")
+    _gpu_trace.register_callback_for_memory_allocation(_guarded(rec, rec.on_alloc, "on_alloc", hook))
+    _gpu_trace.register_callback_for_memory_deallocation(_guarded(rec, rec.on_free, "on_free", hook))
     torch._C._activate_gpu_trace()
     return True
 
 
-def _guarded(rec: MemoryRecorder, fn: Callable[[int], None], where: str) -> Callable[[int], None]:
+def _guarded(rec: MemoryRecorder, fn: Callable[[int], None], where: str, hook: list[float]) -> Callable[[int], None]:
     def call(address: int) -> None:
+        t0 = time.perf_counter()
         try:
             fn(address)
         except Exception as exc:
             rec.count_error(where, exc)
+        hook[0] += 1
+        hook[1] += time.perf_counter() - t0
 
     return call
 
 
-def start_recording(rec: MemoryRecorder, torch: ModuleType) -> Any:
-    """Enter the mode on this thread (the importing one; autograd's worker threads inherit it)."""
-    mode = make_mode(rec, torch)
-    mode.__enter__()
-    if "cuda" in rec.devices:
+def start_recording(rec: MemoryRecorder, torch: ModuleType, *, dispatch: bool = True, allocator: bool = True,
+                    timing: Timing | None = None) -> Any:
+    """Enter the mode on this thread (the importing one; autograd's worker threads inherit it) and
+    hook the caching allocator's reports; each part can be left out (the overhead benchmark)."""
+    mode = None
+    if dispatch:
+        mode = make_mode(rec, torch, timing)
+        mode.__enter__()
+    if allocator and "cuda" in rec.devices:
         try:
-            rec.frees_seen = hook_allocator(rec, torch)
+            rec.frees_seen = hook_allocator(rec, torch, timing)
         except Exception as exc:  # instances then split on storage identity only
             rec.count_error("allocator_hooks", exc)
     return mode
+
+
+def activate_at_cuda_init(torch: ModuleType, activate: Callable[[], None]) -> bool:
+    """Call `activate` just before torch initialises CUDA (torch.cuda._lazy_init calls
+    torch._C._cuda_init by attribute, whichever module imported _lazy_init). False: this torch has
+    no CUDA (nothing to wait for)."""
+    original = getattr(torch._C, "_cuda_init", None)
+    if original is None:
+        return False
+
+    def _cuda_init(*args: Any, **kwargs: Any) -> Any:
+        torch._C._cuda_init = original
+        activate()
+        return original(*args, **kwargs)
+
+    torch._C._cuda_init = _cuda_init
+    return True
 
 
 class PostImport(importlib.abc.MetaPathFinder):
@@ -255,18 +318,3 @@ class _ThenLoader(importlib.abc.Loader):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.loader, name)
-
-
-def install(rec: MemoryRecorder, on_error: Callable[[BaseException], None]) -> None:
-    """Start recording when torch is imported, or now when it already is."""
-    def then(torch: ModuleType) -> None:
-        try:
-            rec.mode = start_recording(rec, torch)  # type: ignore[attr-defined]
-        except Exception as exc:
-            on_error(exc)
-
-    mod = sys.modules.get("torch")
-    if mod is not None and hasattr(mod, "ops"):
-        then(mod)
-    else:
-        sys.meta_path.insert(0, PostImport("torch", then))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.commands.run import add_workload_options
-from tracer.errors import ChecksFailed, UsageError, unknown
+from tracer.errors import ChecksFailed, TargetFailed, TimedOut, UsageError, unknown
 from tracer.store.rundir import default_run_dir, environment, staged, write_json
 from tracer.trace.analyze import Analysis, analyze, parse_pair_spec
 
@@ -132,6 +132,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     name, command, default_pairs = _target(args, extra)
     pairs, all_pairs = pair_args(args.pairs, default_pairs)
     final = args.output or default_run_dir(name)
+    captured = None
     with staged(final) as tmp:
         logs = tmp / "logs"
         logs.mkdir()
@@ -144,35 +145,62 @@ def cmd_run(args: argparse.Namespace) -> int:
             from tracer.capture.launcher import capture_run
 
             captured = capture_run(command, tmp, logs, args.timeout, memory=memory)
-            res, processes = captured.proc, captured.command_fields()
+            res = captured.proc
         write_json(tmp / "command.json", {"argv": command, "backend": backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)} | (processes if backend == "cupti" else {}))
-        write_json(tmp / "environment.json", environment())
-        job = backend == "cupti" and captured.job and not res.timed_out
-        if not job and (res.timed_out or not (tmp / "trace.sqlite").is_file()):
+                                          "capture_argv": list(res.argv)} | (captured.command_fields() if captured else {}))
+        write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
+        if captured is None and (res.timed_out or not (tmp / "trace.sqlite").is_file()):
             tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
             raise UsageError(f"capture of {name} produced no trace (exit {res.returncode}, timed out: {res.timed_out}); "
                              f"stderr ends: {tail or '(empty)'}")
         from tracer.trace.load import load_trace
 
-        analysis = None if job else analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs)
+        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, all_pairs) if (tmp / "trace.sqlite").is_file() else None
         if analysis is not None:
-            write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
-    if analysis is None:
-        return _job_notice(final, processes)
+            partial = bool(captured and captured.partial)
+            write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode, "partial": partial})
     print(f"run directory: {final} (backend {backend}, target exit {res.returncode})", file=sys.stderr)
-    if res.returncode not in (0, None):
-        print(f"tracer: warning: the traced command exited {res.returncode}; see {final}/logs", file=sys.stderr)
-    return report(analysis, args.json, args.fail_on_unordered)
+    if captured is None:
+        return report(analysis, args.json, args.fail_on_unordered)  # type: ignore[arg-type]
+    return _cupti_outcome(final, captured, analysis, args)
 
 
-def _job_notice(final: Path, fields: dict) -> int:
+def _cupti_outcome(final: Path, captured, analysis: Analysis | None, args: argparse.Namespace) -> int:  # type: ignore[no-untyped-def]
+    """The processes and how each ended (when there was more than one, or one did not end well),
+    the analysis of the one trace or the job notice; then a failed target (exit 7) or a timeout
+    (exit 8) before UNORDERED pairs (exit 1). A run whose processes left no kernels is never an
+    empty analysis."""
+    from tracer.capture.launcher import describe
+
+    procs = captured.processes
+    if len(procs) > 1 or any(p.get("outcome") not in ("complete", "no CUDA") for p in procs):
+        print(f"processes ({len(procs)}):", file=sys.stderr)
+        for p in procs:
+            print(describe(p), file=sys.stderr)
+    failure = captured.failure()
+    if analysis is not None:
+        if captured.partial:
+            print("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying", file=sys.stderr)
+        print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
+    elif captured.job:
+        _job_notice(final, captured.command_fields())
+    elif not failure and not captured.proc.timed_out:
+        raise UsageError(f"no process of the command launched a CUDA kernel: nothing to analyse (see {final}/command.json)")
+    if captured.proc.timed_out:
+        raise TimedOut(f"the traced command was killed at its --timeout of {args.timeout:g} s; what it left: {final}")
+    if failure:
+        raise TargetFailed(f"{failure}; what was recorded is in {final} (logs in {final / 'logs'})")
+    if analysis is not None and args.fail_on_unordered and analysis.unordered:
+        raise ChecksFailed(f"{analysis.unordered} producer -> consumer pair(s) are UNORDERED")
+    return 0
+
+
+def _job_notice(final: Path, fields: dict) -> None:
     """Several processes recorded kernels: their traces stay under procs/ (job analysis: issue #16)."""
     busy = [p["file"] for p in fields["processes"] if (p.get("kernels") or 0) > 0]
     print(f"run directory: {final} (job: {len(busy)} processes recorded kernels: {', '.join(busy)}); "
           f"analyze one with `tracer trace analyze {final}/procs/FILE.sqlite`", file=sys.stderr)
-    return 0
 
 
 def _pairs_for_source(source: Path) -> list[tuple[str, str]]:

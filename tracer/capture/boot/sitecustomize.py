@@ -4,15 +4,17 @@ TRACER_CAPTURE_DIR set it starts a capture session (tracer/capture/session.py); 
 other sitecustomize found further on sys.path, as Python would have without tracer."""
 import os
 import sys
+import time
 
 
 def _start_capture() -> None:
     if not os.environ.get("TRACER_CAPTURE_DIR"):
         return
+    begun = time.perf_counter()
     try:
         from tracer.capture.session import start_from_env
 
-        start_from_env()
+        start_from_env(begun)
     except Exception as exc:  # the program runs untraced rather than not at all
         sys.stderr.write(f"tracer: capture not started in pid {os.getpid()}: {type(exc).__name__}: {exc}\n")
 
