@@ -393,3 +393,93 @@ def test_post_import_hook_runs_once_the_module_is_complete(tmp_path: Path, monke
     import late_pkg  # noqa: F401
 
     assert seen == [True] and hook not in sys.meta_path and late_pkg.__spec__.loader.__class__.__name__ != "_ThenLoader"
+
+
+class ActivityCupti(FakeCupti):
+    """Enough of cupti-python's activity API for the collector's start."""
+
+    ActivityKind = enum.IntEnum("ActivityKind", ["CONCURRENT_KERNEL", "RUNTIME", "DRIVER", "SYNCHRONIZATION", "CUDA_EVENT",
+                                                 "STREAM", "MEMCPY", "MEMSET", "MARKER", "EXTERNAL_CORRELATION", "MEMORY2"])
+    ExternalCorrelationKind = enum.IntEnum("ExternalCorrelationKind", ["CUSTOM0"])
+    ActivityThreadIdType = enum.IntEnum("ActivityThreadIdType", ["SYSTEM"])
+    driver_api_trace_cbid = enum.IntEnum("driver_api_trace_cbid", {
+        "cuLaunchKernel": 307, "cuDevicePrimaryCtxGetState": 3, "cuCtxGetCurrent": 4, "cuKernelGetName": 5,
+        "cuGetProcAddress_v2": 6, "cuStreamWaitEvent": 7, "cuEventQuery": 8, "cuMemcpyAsync": 9, "cuDeviceGet": 10})
+    runtime_api_trace_cbid = enum.IntEnum("runtime_api_trace_cbid", {
+        "cudaGetDevice_v3020": 17, "cudaGetLastError_v3020": 10, "cudaPeekAtLastError_v3020": 11,
+        "cudaStreamIsCapturing_v10000": 12, "cudaEventRecord_v3020": 135, "cudaStreamSynchronize_v3020": 131,
+        "cudaDeviceGetStreamPriorityRange_v5050": 13, "cudaLaunchKernel_v7000": 211, "cudaEventElapsedTime_v3020": 14,
+        "cudaMemsetAsync_v3020": 15})
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.kinds: list[int] = []
+        self.off: set[str] = set()
+
+    def set_thread_id_type(self, kind: int) -> None:
+        pass
+
+    def activity_register_callbacks(self, requested, completed) -> None:  # noqa: ANN001
+        pass
+
+    def activity_enable(self, kind: int) -> None:
+        self.kinds.append(kind)
+
+    def activity_enable_all_sync_records(self, on: int) -> None:
+        pass
+
+    def activity_enable_driver_api(self, cbid: int, on: int) -> None:
+        assert self.kinds and not on  # after the kinds are on: switching a kind on again would forget these
+        self.off.add(self.driver_api_trace_cbid(cbid).name)
+
+    def activity_enable_runtime_api(self, cbid: int, on: int) -> None:
+        assert self.kinds and not on
+        self.off.add(self.runtime_api_trace_cbid(cbid).name)
+
+
+@pytest.mark.parametrize("apis", ["filtered", "all"])
+def test_getters_are_left_out_of_the_api_records(apis: str) -> None:
+    from tracer.capture.collector import Collector, start
+
+    cupti = ActivityCupti()
+    collector = Collector(cupti, memory=True, apis=apis)
+    start(collector)
+    if apis == "all":
+        assert cupti.off == set() and collector.rec.meta["TRACER_API_RECORDS"] == "all"
+        return
+    assert cupti.off == {"cuDevicePrimaryCtxGetState", "cuCtxGetCurrent", "cuKernelGetName", "cuGetProcAddress_v2", "cuDeviceGet",
+                         "cudaGetDevice_v3020", "cudaGetLastError_v3020", "cudaPeekAtLastError_v3020",
+                         "cudaStreamIsCapturing_v10000", "cudaDeviceGetStreamPriorityRange_v5050"}
+    assert collector.rec.meta["TRACER_API_RECORDS"] == "getters left out (10 APIs)"
+
+
+@pytest.mark.parametrize("parts", [("dispatch", "allocator"), ("allocator",), ()])
+def test_memory_parts_can_be_left_out(parts: tuple[str, ...]) -> None:
+    r = Recording()
+    mode = start_recording(r.rec, torch, dispatch="dispatch" in parts, allocator="allocator" in parts)
+    try:
+        (torch.ones(8) * 2).sum()
+    finally:
+        if mode is not None:
+            mode.__exit__(None, None, None)
+    assert (mode is not None) == ("dispatch" in parts) and bool(r.rec.ops) == ("dispatch" in parts)
+
+
+def test_the_dispatch_mode_leaves_dynamo_unimported(tmp_path: Path) -> None:
+    """torch wraps a mode's dispatch in Dynamo's `disable`, importing torch._dynamo (seconds) at the
+    first op; tracer's mode does that only when the program imports Dynamo itself."""
+    import subprocess
+    import sys
+
+    code = ("import sys, time, torch\n"
+            "from tracer.capture.memory import MemoryRecorder\n"
+            "from tracer.capture.timing import Timing\n"
+            "from tracer.capture.torch_mode import start_recording\n"
+            "rec, timing = MemoryRecorder(time.time_ns, lambda i: None, lambda: None, devices=('cpu',)), Timing()\n"
+            "mode = start_recording(rec, torch, timing=timing)\n"
+            "(torch.ones(4) + 1).sum()\n"
+            "print('torch._dynamo' in sys.modules, len(rec.ops), timing.hooks['dispatch'][0] >= 2)\n"
+            "f = torch.compile(lambda x: x * 2, backend='eager')\n"
+            "print(type(mode).__torch_dispatch__.__dict__.get('_torchdynamo_disable', False), 'torch_dynamo_imported' in timing.marks)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.stdout.split() == ["False", "3", "True", "True", "True"], out.stderr
