@@ -4,12 +4,16 @@
 Run on a GPU machine:  python scripts/capture_hazard_fixtures.py [OUT_DIR]  (default tests/data/hazards)
 Or collect the run directories scripts/device_capture.sh made (RUNS/NAME, RUNS/seed-NAME):
     python scripts/capture_hazard_fixtures.py OUT_DIR --from RUNS
+Fixtures name no machine's paths: the checkout's and the interpreter's folders are cut from the
+strings of every trace (call sites) and JSON file (argv) collected; on files copied by hand:
+    python scripts/capture_hazard_fixtures.py --strip-paths FILE_OR_DIR... --prefix /checkout/ --prefix /venv/bin/
 """
 from __future__ import annotations
 
 import argparse
 import json
 import shutil
+import sqlite3
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -61,11 +65,39 @@ def collect(runs: Path, out: Path) -> dict:
     return done
 
 
+def strip_paths(path: Path, prefixes: list[str]) -> None:
+    """Cut machine folders (`prefixes`) from a trace's strings or a JSON file's text."""
+    if path.suffix == ".sqlite":
+        con = sqlite3.connect(path)
+        with con:
+            for prefix in prefixes:
+                con.execute("UPDATE StringIds SET value = REPLACE(value, ?, '') WHERE instr(value, ?) > 0", (prefix, prefix))
+        con.execute("VACUUM")
+        con.close()
+    elif path.suffix == ".json":
+        text = path.read_text()
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        path.write_text(text)
+
+
+def default_prefixes() -> list[str]:
+    return [f"{ROOT}/", f"{Path(sys.executable).parent}/"]
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("out", nargs="?", type=Path, default=ROOT / "tests" / "data" / "hazards")
     ap.add_argument("--from", dest="runs", type=Path, help="collect these run directories instead of capturing")
+    ap.add_argument("--strip-paths", nargs="+", type=Path, help="only cut machine folders from these files or folders")
+    ap.add_argument("--prefix", action="append", help="a folder to cut (default: the checkout and the interpreter's)")
     args = ap.parse_args()
+    prefixes = args.prefix or default_prefixes()
+    if args.strip_paths:
+        for target in args.strip_paths:
+            for f in ([target] if target.is_file() else sorted(target.rglob("*"))):
+                strip_paths(f, prefixes)
+        return 0
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
     jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in EXPECTED}
@@ -78,6 +110,8 @@ def main() -> int:
     for name, entry in done.items():
         print(name, entry, flush=True)
     (out / "captures.json").write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+    for f in sorted(out.glob("*.sqlite")):
+        strip_paths(f, prefixes)
     return 0
 
 
