@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The capture work of issues #15/#16 in one call on the GPU machine (about 5 minutes):
-#   bash scripts/device_capture.sh [steps...]     (default: all of them, in this order)
-#   steps: jobs (every test program under `trace run --memory`, CSAN on each, the seed workloads;
-#          in parallel), ddp (torchrun 2 ranks: untraced, traced, one rank SIGKILLed), bench
-#          (scripts/bench_memory_capture.py, alone on the GPU), fixtures (the jobs' traces as
-#          tests/data/hazards), tests (the two GPU test files; not in the default), summary
-# Every step runs in its own subprocess with a timeout and never stops the others; logs, small
-# traces and JSON land under $OUT. The whole call keeps within $DEADLINE seconds (default 570):
-# each step's timeout is cut to what is left, and the summary always runs.
+# The capture work of issues #15/#16 in one call on the GPU machine (under $DEADLINE seconds, default 290):
+#   bash scripts/device_capture.sh [steps...]
+#   default steps: ddp-killed bench ddp summary (plus ddp-nccl when the machine has 2+ GPUs)
+#   steps: ddp-killed (torchrun 2 ranks, rank 1 SIGKILLs itself mid-step: partial traces, outcomes, exit 7)
+#          bench (scripts/bench_memory_capture.py: untraced / CUPTI / --memory and its parts / CSAN, with
+#                 where the time goes, from the markers)
+#          ddp (scripts/bench_ddp_capture.py: torchrun DDP untraced vs traced, 3 repeats, medians, per process)
+#          ddp-nccl (2 GPUs: one rank per GPU over NCCL, traced: NCCL kernels on their own streams, event edges)
+#          jobs (every test program under --memory, CSAN on each, the seed workloads; in parallel)
+#          fixtures (the jobs' traces as tests/data/hazards), tests (the GPU tests of this work), summary
+# Every step runs with a timeout cut to what is left and never stops the others; at the end everything
+# under $OUT is packed into $OUT/capture.tgz, with summary.txt beside it.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -22,19 +25,27 @@ else
   export PYTHONPATH=$PWD
 fi
 PY=${PY:-python3}
+GPUS=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 PROGS=$(ls tests/gpu/programs/*.py | xargs -n1 basename | sed 's/\.py$//' | grep -v -e '^ddp_train$')
+DDP="$PY -m torch.distributed.run --nproc-per-node 2 tests/gpu/programs/ddp_train.py"
 
-END=$(( $(date +%s) + ${DEADLINE:-570} - 20 ))  # 20 s kept for the summary
+END=$(( $(date +%s) + ${DEADLINE:-290} - 15 ))  # 15 s kept for the summary and the archive
 run_step() {  # name limit cmd...: logs to $OUT/logs/name.log, exit code to exits.txt
   local name=$1 limit=$2; shift 2
   local left=$(( END - $(date +%s) ))
-  if [ "$left" -lt 15 ]; then echo "$name skipped (deadline)" >> "$OUT/logs/exits.txt"; return; fi
+  if [ "$left" -lt 10 ]; then echo "$name skipped (deadline)" >> "$OUT/logs/exits.txt"; return; fi
   [ "$limit" -gt "$left" ] && limit=$left
   timeout "$limit" "$@" > "$OUT/logs/$name.log" 2>&1
   echo "$name $?" >> "$OUT/logs/exits.txt"
 }
 export -f run_step
 export OUT R PY END
+
+keep_run() {  # a run directory's small files: command.json, verdict, process markers, traces, logs
+  local d=$R/$1; mkdir -p "$OUT/traces/$1"
+  cp "$d"/*.json "$d"/procs/*.json "$d"/procs/*.sqlite "$d"/trace.sqlite "$OUT/traces/$1/" 2>/dev/null
+  cp -r "$d/logs" "$OUT/traces/$1/" 2>/dev/null
+}
 
 jobs_list() {
   for p in $PROGS; do
@@ -48,9 +59,22 @@ jobs_list() {
   done
 }
 
-for step in ${*:-jobs fixtures bench ddp summary}; do
+DEFAULT="ddp-killed bench ddp"
+[ "$GPUS" -ge 2 ] && DEFAULT="$DEFAULT ddp-nccl"
+echo "gpus $GPUS, steps ${*:-$DEFAULT summary}" > "$OUT/logs/plan.txt"
+for step in ${*:-$DEFAULT summary}; do
   echo "=== $step $(date +%T)"
   case $step in
+    ddp-killed)
+      run_step ddp-killed 90 $PY -m tracer trace run -o $R/ddp-killed --json --timeout 80 -- $DDP --kill-rank 1
+      keep_run ddp-killed ;;
+    bench)
+      run_step bench 150 $PY scripts/bench_memory_capture.py --repeats 2 --timeout 60 --json "$OUT/bench_memory_capture.json" ;;
+    ddp)
+      run_step ddp 110 $PY scripts/bench_ddp_capture.py --repeats 3 --timeout 60 --json "$OUT/bench_ddp_capture.json" ;;
+    ddp-nccl)
+      run_step ddp-nccl 90 $PY -m tracer trace run -o $R/ddp-nccl --timeout 80 -- $DDP
+      keep_run ddp-nccl ;;
     jobs)
       jobs_list | xargs -P 8 -L 1 bash -c 'run_step "$@"' _
       for d in "$R"/*/; do
@@ -59,25 +83,14 @@ for step in ${*:-jobs fixtures bench ddp summary}; do
         [ -f "$d/command.json" ] && cp "$d/command.json" "$OUT/traces/$n.command.json"
         [ -f "$d/verdict.json" ] && cp "$d/verdict.json" "$OUT/traces/$n.verdict.json"
       done ;;
-    ddp)
-      DDP="$PY -m torch.distributed.run --nproc-per-node 2 tests/gpu/programs/ddp_train.py"
-      run_step ddp-untraced 120 bash -c "TIMEFORMAT='wall %R s'; time $DDP"
-      run_step ddp-traced 150 bash -c "TIMEFORMAT='wall %R s'; time $PY -m tracer trace run -o $R/ddp -- $DDP"
-      run_step ddp-killed 170 $PY -m tracer trace run -o $R/ddp-killed --json --timeout 150 -- $DDP --kill-rank 1
-      for d in ddp ddp-killed; do
-        mkdir -p "$OUT/traces/$d"
-        cp "$R/$d"/command.json "$R/$d"/procs/*.json "$OUT/traces/$d/" 2>/dev/null
-        cp "$R/$d"/procs/*.sqlite "$R/$d"/trace.sqlite "$OUT/traces/$d/" 2>/dev/null
-      done ;;
-    bench)
-      run_step bench 300 $PY scripts/bench_memory_capture.py --repeats 2 --timeout 120 --json "$OUT/bench_memory_capture.json" ;;
     fixtures)  # the traces of the jobs step, with their raw verdicts: copy $OUT/hazards to tests/data/hazards
       run_step fixtures 60 $PY scripts/capture_hazard_fixtures.py "$OUT/hazards" --from "$R" ;;
     tests)
-      run_step tests 500 $PY -m pytest -q -m gpu tests/gpu/test_hazards_gpu.py tests/gpu/test_multiproc_gpu.py -p no:cacheprovider ;;
+      run_step tests 280 $PY -m pytest -q -m gpu tests/gpu/test_hazards_gpu.py tests/gpu/test_multiproc_gpu.py -p no:cacheprovider ;;
     summary)
-      $PY scripts/device_capture_summary.py "$OUT" 2>&1 | tee "$OUT/summary.txt" ;;
+      $PY scripts/device_capture_summary.py "$OUT" > "$OUT/summary.txt" 2>&1; cat "$OUT/summary.txt" ;;
     *) echo "unknown step $step" ;;
   esac
 done
-du -sh "$OUT" 2>/dev/null
+tar czf /tmp/capture.tgz -C "$OUT" . && mv /tmp/capture.tgz "$OUT/capture.tgz" && \
+  find "$OUT" -mindepth 1 -maxdepth 1 ! -name capture.tgz ! -name summary.txt -exec rm -rf {} + && ls -la "$OUT"

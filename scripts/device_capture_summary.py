@@ -1,6 +1,7 @@
-"""The last step of scripts/device_capture.sh: one table of what each tool found on each test
-program (tracer's raw memory tables, tracer's hazard analysis when it is in the verdict JSON,
-CSAN), then the DDP job, the seed workloads and the overhead benchmark.
+"""The last step of scripts/device_capture.sh: what each step left under OUT_DIR, as text: the
+test programs (tracer's raw memory tables, its hazard analysis when in the verdict JSON, CSAN),
+the torchrun runs (each process's outcome; NCCL kernels, their streams and event edges), and the
+two overhead benchmarks with where the time went.
 
     python scripts/device_capture_summary.py OUT_DIR
 """
@@ -96,16 +97,59 @@ def seeds_and_meta(out: Path) -> None:
         print(f"  {name:<34} {analysis(v)[:30]:<30} {extra} {notes}")
 
 
-def ddp(out: Path) -> None:
-    for name in ("ddp", "ddp-killed"):
-        cmd = verdict_json(out / "traces" / name / "command.json")
-        procs = [(p.get("rank"), p.get("state"), p.get("ended"), p.get("kernels")) for p in cmd.get("processes", [])]
-        print(f"  {name}: exit {cmd.get('exit')} job {cmd.get('job')} processes (rank, state, ended, kernels) {procs} "
-              f"untraced {[u.get('comm') for u in cmd.get('untraced', [])]}")
-    for name in ("ddp-untraced", "ddp-traced"):
-        log = out / "logs" / f"{name}.log"
-        walls = [line for line in log.read_text(errors="replace").splitlines() if line.startswith("wall")] if log.is_file() else []
-        print(f"  {name}: {walls}")
+def job(out: Path, name: str) -> None:
+    """A traced torchrun run: how each process ended, and (several GPUs) the NCCL streams."""
+    folder = out / "traces" / name
+    cmd = verdict_json(folder / "command.json")
+    if not cmd:
+        print(f"  {name}: no command.json")
+        return
+    print(f"  {name}: exit {cmd.get('exit')} job {cmd.get('job')} untraced {[u.get('comm') for u in cmd.get('untraced', [])]}")
+    for p in cmd.get("processes", []):
+        marker = verdict_json(folder / f"{p['file']}.json")
+        t = marker.get("timing", {})
+        print(f"    {p['file']:<22} rank {p.get('rank')!s:<5} {p.get('state')!s:<8} ended {p.get('ended')!s:<9} "
+              f"exit {p.get('exit')!s:<5} {p.get('outcome')!s:<13} kernels {p.get('kernels')!s:<6} "
+              f"cupti by {marker.get('cupti_started_by')!s:<18} exit_total {t.get('phases_s', {}).get('exit_total')}")
+        db = folder / f"{p['file']}.sqlite"
+        if db.is_file() and p.get("kernels"):
+            print(f"      {nccl_streams(db)}")
+    log = out / "logs" / f"{name}.log"
+    if log.is_file():
+        print("    " + " | ".join(line for line in log.read_text(errors="replace").splitlines()
+                                  if line.startswith(("tracer:", "  vm", "processes"))[-6:]))
+
+
+def nccl_streams(db: Path) -> str:
+    """NCCL kernels' streams, compute streams, and event edges (record on one, wait on another)."""
+    con = sqlite3.connect(db)
+    try:
+        rows = con.execute("SELECT s.value, k.streamId FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName").fetchall()
+        records = con.execute("SELECT eventSyncId, streamId FROM CUPTI_ACTIVITY_KIND_CUDA_EVENT").fetchall()
+        waits = con.execute("SELECT eventSyncId, streamId FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION WHERE syncType = 2").fetchall()
+        partial = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT")).get("TRACER_PARTIAL")
+    finally:
+        con.close()
+    nccl = {st for n, st in rows if "nccl" in n.lower()}
+    compute = {st for n, st in rows if "nccl" not in n.lower()}
+    recorded = dict(records)
+    edges = {(recorded[e], st) for e, st in waits if e in recorded and recorded[e] != st}
+    cross = {(a, b) for a, b in edges if (a in nccl) != (b in nccl)}
+    return (f"nccl streams {sorted(nccl)} ({sum('nccl' in n.lower() for n, _ in rows)} kernels), compute streams "
+            f"{sorted(compute)}, event edges {sorted(edges)[:8]}, nccl<->compute edges {len(cross)}"
+            + (f", PARTIAL: {partial}" if partial else ""))
+
+
+def ddp_bench(out: Path) -> None:
+    data = verdict_json(out / "bench_ddp_capture.json")
+    if not data or "medians" not in data:
+        print("  no DDP benchmark result", [(r.get("mode"), round(r.get("seconds", 0), 2)) for r in data.get("runs", [])])
+        return
+    m = data["medians"]
+    print(f"  untraced {m['untraced_s']:.2f} s, traced {m['traced_s']:.2f} s ({m.get('traced/untraced', 0):.3f}x), "
+          f"traced command alone {m['traced_command_s']:.2f} s ({m.get('command/untraced', 0):.3f}x)")
+    for k, row in m.get("per_process", {}).items():
+        print(f"    {k:<8} " + " ".join(f"{c} {v:.3f}" for c, v in row.items()))
 
 
 def bench(out: Path) -> None:
@@ -114,23 +158,30 @@ def bench(out: Path) -> None:
         print("  no benchmark result")
         return
     if data.get("partial"):
-        print("  cut off; runs so far:", [(r["mode"], r["seconds"], r["exit"]) for r in data["runs"]])
+        print("  cut off; runs so far:", [(r["mode"], round(r["seconds"], 2), r.get("workload_s"), r["exit"]) for r in data["runs"]])
         return
-    print("  median s:", {k: round(v, 2) for k, v in data["median_s"].items()})
-    print("  ratios:", {k: round(v, 2) for k, v in data["ratios"].items()})
+    for mode, row in data.get("table", {}).items():
+        print(f"  {mode:<22} " + " ".join(f"{k} {v:.3f}" for k, v in row.items() if v and not k.endswith("_calls")))
+    print("  ratios:", {k: round(v, 2) for k, v in data.get("ratios", {}).items()})
 
 
 def main() -> int:
     out = Path(sys.argv[1])
     codes = exits(out)
-    print("== programs: what each tool finds")
-    programs(out, codes)
-    print("== every trace: hazards analysis, capture counters")
-    seeds_and_meta(out)
-    print("== torchrun DDP (2 ranks)")
-    ddp(out)
-    print("== capture overhead (linear_backward)")
+    print("== plan:", (out / "logs" / "plan.txt").read_text().strip() if (out / "logs" / "plan.txt").is_file() else "?")
+    if any(k.startswith("trace-") for k in codes):
+        print("== programs: what each tool finds")
+        programs(out, codes)
+        print("== every trace: hazards analysis, capture counters")
+        seeds_and_meta(out)
+    for name in ("ddp-killed", "ddp-nccl"):
+        if (out / "traces" / name).is_dir():
+            print(f"== torchrun {name}")
+            job(out, name)
+    print("== capture overhead (linear_backward): wall, workload (in-process), fixed, phases and hooks (s)")
     bench(out)
+    print("== torchrun DDP overhead")
+    ddp_bench(out)
     failed = {k: v for k, v in codes.items() if v != "0" and not k.startswith("csan-")}
     print("== steps with a non-zero exit:", failed or "none")
     return 0

@@ -53,8 +53,9 @@ def test_user_command_after_dashdash(tmp_path: Path, capsys: pytest.CaptureFixtu
     script.write_text("import sys, torch\nx = torch.ones(1024, device='cuda')\ny = x * 2\ntorch.cuda.synchronize()\n"
                       "print('argv', sys.argv[1:])\nsys.exit(3)\n")
     code = main(["trace", "run", "--backend", "cupti", "-o", str(tmp_path / "u"), "--json", "--", "python", str(script), "--steps", "3"])
-    data = json.loads(capsys.readouterr().out)
-    assert code == 0 and data["kernels"] >= 2
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)  # a failed target fails the command, after its trace was analysed
+    assert code == 7 and data["kernels"] >= 2 and "the traced command exited 3" in captured.err
     command = json.loads((tmp_path / "u" / "command.json").read_text())
     assert command["exit"] == 3
     assert "argv ['--steps', '3']" in (tmp_path / "u" / "logs" / "stdout.log").read_text()
