@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tracer.capture.launcher import BOOT, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command
+from tracer.capture.launcher import BOOT, ENV_PROBE, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command
 from tracer.capture.options import ENV_DIR, CaptureOptions
 from tracer.capture.session import file_stem
 from tracer.errors import UsageError
@@ -111,6 +111,8 @@ def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ig
     traced = {p["pid"] for p in fields["processes"]}
     assert not traced & {u["pid"] for u in fields["untraced"]}
     assert "sampled every" in fields["untraced_note"]
+    assert not any(ENV_PROBE in u["cmdline"] for u in fields["untraced"])  # tracer's own helper is not the command's
+    assert res.environment["python"] and "tracer" in res.environment  # read by that helper while the command ran
 
 
 def test_processes_without_kernels_never_stand_for_the_run(family) -> None:  # type: ignore[no-untyped-def]

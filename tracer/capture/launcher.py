@@ -27,6 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the t
 SAMPLE_S = 0.2
 LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+ENVIRONMENT = "import json; from tracer.store.rundir import environment; print(json.dumps(environment(), default=str))"
+ENV_PROBE = "tracer-environment-probe"  # its argv[1], so the tree sampler leaves it out of the command's processes
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -80,6 +82,8 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True, name="tracer-tree-sampler")
         self.me = os.getpid()
         self.seen: dict[int, dict[str, Any]] = {}
+        self.probes: dict[int, bool] = {}
+        self.own_cmdline = _cmdline(self.me)
         self.root: int | None = None
         self.stopping = threading.Event()
         self.available = Path("/proc/self/stat").is_file()
@@ -97,7 +101,7 @@ class TreeSampler(threading.Thread):
         kids: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             kids.setdefault(ppid, []).append(pid)
-        direct = kids.get(self.me, [])
+        direct = [pid for pid in kids.get(self.me, []) if not self._probe(pid)]
         if self.root is None and direct:
             self.root = min(direct)
         sids = {pid for pid in direct if table[pid][1] == pid}
@@ -110,6 +114,18 @@ class TreeSampler(threading.Thread):
         found |= {pid for pid, (_, sid, _) in table.items() if sid in sids}
         for pid in found - self.seen.keys():
             self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
+
+    def _probe(self, pid: int) -> bool:
+        """tracer's own helper process (describe_environment), not part of the command. A child
+        not yet past its exec still shows this process's command line: asked again later."""
+        if pid not in self.probes:
+            cmdline = _cmdline(pid)
+            if cmdline == self.own_cmdline:
+                return False
+            self.probes[pid] = ENV_PROBE in cmdline
+            if self.probes[pid]:
+                self.seen.pop(pid, None)
+        return self.probes[pid]
 
     def stop(self) -> None:
         self.stopping.set()
@@ -280,7 +296,6 @@ def describe(m: dict[str, Any]) -> str:
     return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
 
 
-ENVIRONMENT = "import json; from tracer.store.rundir import environment; print(json.dumps(environment(), default=str))"
 
 
 def describe_environment(run_dir: Path) -> dict[str, Any]:
@@ -291,7 +306,7 @@ def describe_environment(run_dir: Path) -> dict[str, Any]:
                                                                              if os.environ.get("PYTHONPATH") else []))}
     env.pop(ENV_DIR, None)
     try:
-        res = proc.run([sys.executable, "-c", ENVIRONMENT], timeout=120, stdout_path=out, stderr_path=err, env=env)
+        res = proc.run([sys.executable, "-c", ENVIRONMENT, ENV_PROBE], timeout=120, stdout_path=out, stderr_path=err, env=env)
         data = json.loads(res.stdout()) if res.returncode == 0 else None
     except (OSError, ValueError):
         data = None
