@@ -437,3 +437,13 @@ def test_a_run_without_kernels_is_never_an_empty_analysis(tmp_path: Path, monkey
     assert code == expected and captured.out == ""  # no verdict printed
     assert ("no process of the command launched a CUDA kernel" if exit_code == 0 else "exited 1") in captured.err
     assert not (run / "trace.sqlite").exists() and not (run / "verdict.json").exists()
+
+
+def test_importing_torch_does_not_start_cupti(tmp_path: Path) -> None:
+    """torch imports cuda.bindings at its own import: only its CUDA initialisation, or a library
+    that means CUDA use, starts CUPTI (torchrun's agent imports torch and never uses CUDA)."""
+    procs = tmp_path / "procs"
+    env = capture_env(procs, replace(FAKE, lazy=True))
+    subprocess.run([sys.executable, "-c", "import torch, torch.distributed.run"], env=env, check=True, timeout=120)
+    (m,) = read_markers(procs)
+    assert m["trace"] is None and "cupti_started_by" not in m and "cupti_started" not in m["timing"]["marks_s"]

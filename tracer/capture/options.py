@@ -21,9 +21,9 @@ MEMORY_PARTS = ("dispatch", "launch_args", "allocator", "host_queries")
 API_RECORDS = ("filtered", "all")
 # Importing one of these starts CUPTI in a process (lazy start); torch starts it at its CUDA
 # initialisation instead (torch._C._cuda_init), so a process that imports torch and never uses
-# CUDA (torchrun's agent) never loads CUPTI.
-CUDA_MODULES = ("cuda.bindings", "cuda.core", "cuda.cuda", "cuda.cudart", "cupy", "numba.cuda", "triton", "jax",
-                "jaxlib", "tensorflow", "pycuda")
+# CUDA (torchrun's agent) never loads CUPTI. Not cuda.bindings: torch imports it at its own import.
+# A process that reaches CUDA by another path is flagged at exit (marker `untraced_cuda`).
+CUDA_MODULES = ("cuda.core", "cupy", "numba.cuda", "triton", "jax", "jaxlib", "tensorflow", "pycuda")
 
 
 @dataclass(frozen=True)
