@@ -435,7 +435,7 @@ def test_a_run_without_kernels_is_never_an_empty_analysis(tmp_path: Path, monkey
     code = main(argv)
     captured = capsys.readouterr()
     assert code == expected and captured.out == ""  # no verdict printed
-    assert ("no process of the command launched a CUDA kernel" if exit_code == 0 else "exited 1") in captured.err
+    assert ("no process of the command recorded a CUDA kernel" if exit_code == 0 else "exited 1") in captured.err
     assert not (run / "trace.sqlite").exists() and not (run / "verdict.json").exists()
 
 

@@ -174,7 +174,8 @@ def _cupti_outcome(final: Path, captured, analysis: Analysis | None, args: argpa
     from tracer.capture.launcher import describe
 
     procs = captured.processes
-    if len(procs) > 1 or any(p.get("outcome") not in ("complete", "no CUDA") for p in procs):
+    missed = [p["file"] for p in procs if p.get("untraced_cuda")]
+    if len(procs) > 1 or missed or any(p.get("outcome") not in ("complete", "no CUDA") for p in procs):
         print(f"processes ({len(procs)}):", file=sys.stderr)
         for p in procs:
             print(describe(p), file=sys.stderr)
@@ -186,7 +187,8 @@ def _cupti_outcome(final: Path, captured, analysis: Analysis | None, args: argpa
     elif captured.job:
         _job_notice(final, captured.command_fields())
     elif not failure and not captured.proc.timed_out:
-        raise UsageError(f"no process of the command launched a CUDA kernel: nothing to analyse (see {final}/command.json)")
+        why = f" ({', '.join(missed)} used CUDA by a path tracer does not see)" if missed else ""
+        raise UsageError(f"no process of the command recorded a CUDA kernel{why}: nothing to analyse (see {final}/command.json)")
     if captured.proc.timed_out:
         raise TimedOut(f"the traced command was killed at its --timeout of {args.timeout:g} s; what it left: {final}")
     if failure:
