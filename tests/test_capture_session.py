@@ -61,7 +61,7 @@ def run_fake(tmp_path: Path, script: str, *args: str, memory: bool = False, time
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
     opts = replace(FAKE, memory=memory, devices=("cpu",), **options)  # type: ignore[arg-type]
-    res = capture_run([sys.executable, str(prog), *args], run, run / "logs", timeout, options=opts)
+    res = capture_run([sys.executable, str(prog), *args], run, run / "logs", timeout, options=opts, describe=True)
     return res, run
 
 
@@ -402,7 +402,8 @@ def fake_cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: str) -> tu
     from tracer.capture import launcher
 
     real = launcher.capture_run
-    monkeypatch.setattr(launcher, "capture_run", lambda *a, **k: real(*a, options=replace(FAKE, flush_s=0.1)))
+    monkeypatch.setattr(launcher, "capture_run", lambda *a, **k: real(*a, options=replace(FAKE, flush_s=0.1),
+                                                                      describe=k.get("describe", False)))
     prog = tmp_path / "prog.py"
     prog.write_text(script)
     return ["trace", "run", "--backend", "cupti", "-o", str(tmp_path / "run"), "--", sys.executable, str(prog)], tmp_path / "run"

@@ -318,10 +318,11 @@ def describe_environment(run_dir: Path) -> dict[str, Any]:
 
 def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
                 backend: str = "cupti", devices: tuple[str, ...] = ("cuda",),
-                options: CaptureOptions | None = None) -> CaptureResult:
+                options: CaptureOptions | None = None, describe: bool = False) -> CaptureResult:
     """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
     process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
-    benchmarks and tests) wins over memory/backend/devices."""
+    benchmarks and tests) wins over memory/backend/devices. `describe`: also read what
+    environment.json holds, in a helper process while the command runs."""
     options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
     if options.backend == "cupti":
         from tracer.capture.cupti import require_cupti_python
@@ -334,7 +335,8 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     env_info: dict[str, Any] = {}
     described = threading.Thread(target=lambda: env_info.update(describe_environment(run_dir)), daemon=True,
                                  name="tracer-environment")
-    described.start()  # versions and the GPU (imports torch): while the command runs, not after it
+    if describe:
+        described.start()  # versions and the GPU (imports torch): while the command runs, not after it
     sampler = TreeSampler()
     sampler.start()
     start = time.monotonic()
@@ -350,6 +352,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
         trace = run_dir / "trace.sqlite"
         (procs / f"{chosen['file']}.sqlite").replace(trace)
         shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
-    described.join()
+    if describe:
+        described.join()
     return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
                          sampler.available, env_info)

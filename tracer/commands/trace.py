@@ -144,7 +144,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             from tracer.capture.launcher import capture_run
 
-            captured = capture_run(command, tmp, logs, args.timeout, memory=memory)
+            captured = capture_run(command, tmp, logs, args.timeout, memory=memory, describe=True)
             res = captured.proc
         write_json(tmp / "command.json", {"argv": command, "backend": backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
