@@ -483,3 +483,83 @@ def test_the_dispatch_mode_leaves_dynamo_unimported(tmp_path: Path) -> None:
             "print(type(mode).__torch_dispatch__.__dict__.get('_torchdynamo_disable', False), 'torch_dynamo_imported' in timing.marks)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert out.stdout.split() == ["False", "3", "True", "True", "True"], out.stderr
+
+
+class DeliveringCupti(ActivityCupti):
+    """ActivityCupti that also hands records over: flushes call the completion callback."""
+
+    CallbackDomain = FakeCupti.CallbackDomain
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pending: list[SimpleNamespace] = []
+        self.flushes: list[int] = []
+        self.pushed: list[int] = []
+
+    def activity_register_callbacks(self, requested, completed) -> None:  # noqa: ANN001
+        self.completed = completed
+
+    def activity_flush_all(self, flag: int) -> None:
+        self.flushes.append(flag)
+        batch, self.pending = self.pending, []
+        self.completed(batch)
+
+    def activity_disable(self, kind: int) -> None:
+        pass
+
+    def get_timestamp(self) -> int:
+        return 5_000
+
+    def activity_push_external_correlation_id(self, kind: int, oid: int) -> None:
+        self.pushed.append(oid)
+
+    def activity_pop_external_correlation_id(self, kind: int) -> None:
+        pass
+
+    def get_callback_name(self, domain: int, cbid: int) -> str:
+        return "cudaLaunchKernel_v7000"
+
+    def launch(self, corr: int, name: str) -> None:
+        K = self.ActivityKind
+        self.pending.append(SimpleNamespace(kind=int(K.RUNTIME), start=corr * 10, end=corr * 10 + 5, thread_id=9,
+                                            correlation_id=corr, cbid=211, return_value=0))
+        self.pending.append(SimpleNamespace(
+            kind=int(K.CONCURRENT_KERNEL), start=corr * 10 + 6, end=corr * 10 + 9, device_id=0, context_id=1, stream_id=7,
+            correlation_id=corr, name=name, grid_x=1, grid_y=1, grid_z=1, block_x=32, block_y=1, block_z=1,
+            registers_per_thread=16, static_shared_memory=0, dynamic_shared_memory=0, graph_id=0, graph_node_id=0))
+
+
+def test_the_cupti_backend_starts_flushes_and_stops(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CUPTI backend driven through cupti-python's calls (a fake CUPTI): nothing before
+    activation, records taken batch by batch into the trace file, the rest at stop."""
+    import sys
+
+    from tracer.capture.backends import CuptiBackend
+    from tracer.capture.nsys_schema import TraceWriter
+    from tracer.capture.options import CaptureOptions
+    from tracer.capture.timing import Timing
+
+    fake = DeliveringCupti()
+    monkeypatch.setitem(sys.modules, "cupti", SimpleNamespace(cupti=fake))
+    r = Recording()
+    backend = CuptiBackend(CaptureOptions(memory=True, parts=("dispatch",)), 42, Timing())
+    assert not backend.active and backend.take().kernels == []
+    backend.activate(r.rec)
+    assert backend.active and r.rec.clock() == 5_000 and "cudaGetDevice_v3020" in fake.off
+    r.rec.begin()
+    r.rec.end()
+    assert fake.pushed == [1]  # the recorder now pushes through CUPTI
+    writer = TraceWriter(tmp_path / "t.sqlite", 42, "cupti")
+    fake.launch(1, "_Z3onev")
+    backend.flush()
+    writer.append(backend.take())
+    fake.launch(2, "_Z3twov")
+    rec, memory2 = backend.stop(forked=False, quick=True)
+    writer.close(rec)
+    assert fake.flushes == [0, 1] and memory2 == [] and writer.kernels == 2
+    con = sqlite3.connect(tmp_path / "t.sqlite")
+    names = [r[0] for r in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
+                                       "ORDER BY k.start")]
+    meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    assert names == ["one", "two"] and meta["TRACER_API_RECORDS"].startswith("getters left out")
+    assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone() == (2,)
