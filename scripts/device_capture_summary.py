@@ -14,6 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+sys.path.insert(0, str(ROOT / "scripts"))
 
 from memory_tables import EXPECTED, raw_verdict  # noqa: E402
 
@@ -141,28 +142,39 @@ def nccl_streams(db: Path) -> str:
 
 
 def ddp_bench(out: Path) -> None:
+    from bench_ddp_capture import medians
+
     data = verdict_json(out / "bench_ddp_capture.json")
-    if not data or "medians" not in data:
-        print("  no DDP benchmark result", [(r.get("mode"), round(r.get("seconds", 0), 2)) for r in data.get("runs", [])])
+    runs = data.get("runs", [])
+    if not any(r.get("mode") == "traced" and "command_s" in r for r in runs) or not any(r.get("mode") == "untraced" for r in runs):
+        print("  no DDP benchmark result", [(r.get("mode"), round(r.get("seconds", 0), 2)) for r in runs])
         return
-    m = data["medians"]
-    print(f"  untraced {m['untraced_s']:.2f} s, traced {m['traced_s']:.2f} s ({m.get('traced/untraced', 0):.3f}x), "
-          f"traced command alone {m['traced_command_s']:.2f} s ({m.get('command/untraced', 0):.3f}x)")
+    m = medians(runs)  # also from a run cut off at the deadline
+    print(f"  {'(cut off) ' if data.get('partial') else ''}untraced {m['untraced_s']:.2f} s, traced {m['traced_s']:.2f} s "
+          f"({m.get('traced/untraced', 0):.3f}x), traced command alone {m['traced_command_s']:.2f} s "
+          f"({m.get('command/untraced', 0):.3f}x), repeats {sum(r.get('mode') == 'traced' for r in runs)}")
     for k, row in m.get("per_process", {}).items():
         print(f"    {k:<8} " + " ".join(f"{c} {v:.3f}" for c, v in row.items()))
 
 
 def bench(out: Path) -> None:
+    from bench_memory_capture import ratios, table
+
     data = verdict_json(out / "bench_memory_capture.json")
-    if not data:
+    runs = data.get("runs", [])
+    if not runs:
         print("  no benchmark result")
         return
+    modes = list(dict.fromkeys(r["mode"] for r in runs))
+    rows = table(runs, modes)  # also from a run cut off at the deadline
     if data.get("partial"):
-        print("  cut off; runs so far:", [(r["mode"], round(r["seconds"], 2), r.get("workload_s"), r["exit"]) for r in data["runs"]])
-        return
-    for mode, row in data.get("table", {}).items():
+        print(f"  (cut off after {len(runs)} runs)")
+    for mode, row in rows.items():
         print(f"  {mode:<22} " + " ".join(f"{k} {v:.3f}" for k, v in row.items() if v and not k.endswith("_calls")))
-    print("  ratios:", {k: round(v, 2) for k, v in data.get("ratios", {}).items()})
+        calls = {k[:-6]: int(v) for k, v in row.items() if k.endswith("_calls") and v}
+        if calls:
+            print(f"  {'':<22} hook calls {calls}")
+    print("  ratios:", {k: round(v, 2) for k, v in ratios(rows).items()})
 
 
 def main() -> int:
