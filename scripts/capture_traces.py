@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.capture.cupti import capture
+from tracer.capture.launcher import capture
 
 TARGETS = {
     "cast_transpose_dgrad": ["cast_transpose_dgrad", "--shape", "1024x1024x1024", "--steps", "2"],

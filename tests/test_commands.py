@@ -27,11 +27,11 @@ def _fake_capture(monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
     """The capture step replaced by a real H200 capture copied into place, with the target's exit code."""
     import tracer.capture.record as record
 
-    def capture(req, out: Path, logs: Path):  # type: ignore[no-untyped-def]
-        shutil.copyfile(TRACE, out)
+    def capture(req, run_dir: Path, logs: Path):  # type: ignore[no-untyped-def]
+        shutil.copyfile(TRACE, run_dir / "trace.sqlite")
         for name in ("stdout.log", "stderr.log"):
             (logs / name).write_text("")
-        return ProcResult(("fake",), exit_code, False, 0.1, logs / "stdout.log", logs / "stderr.log")
+        return ProcResult(("fake",), exit_code, False, 0.1, logs / "stdout.log", logs / "stderr.log"), None
 
     monkeypatch.setattr(record, "_capture", capture)
     monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)

@@ -96,22 +96,24 @@ def test_cli_timeouts_are_one_line_usage_errors(tmp_path: Path, capsys: pytest.C
 
 def test_trace_run_timeout_exits_8_and_keeps_the_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    """A capture killed at its timeout: exit 8, one line, the staged run kept as *.failed."""
-    from tracer.capture import cupti
+    """A capture killed at its timeout: exit 8, one line, the staged run kept as *.failed (the
+    CUPTI path with the fake backend: the bootstrap, markers and process tree are real)."""
+    from tracer.capture import launcher
+    from tracer.capture.options import CaptureOptions
     from tracer.cli import main
 
-    def fake_capture(command: list[str], out: Path, logs: Path, timeout: float) -> proc.ProcResult:
-        return proc.run([sys.executable, "-c", "import time; time.sleep(60)"], timeout=timeout,
-                        stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log")
-
-    monkeypatch.setattr(cupti, "capture", fake_capture)
+    real = launcher.capture_run
+    monkeypatch.setattr(launcher, "capture_run", lambda *a, **k: real(*a, options=CaptureOptions(backend="fake"),
+                                                                      describe=False))
     monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
+    prog = tmp_path / "x.py"
+    prog.write_text("import time; time.sleep(60)\n")
     code = main(["trace", "run", "--backend", "cupti", "--timeout", "1", "-o", str(tmp_path / "run"), "--",
-                 "python", "x.py"])
+                 "python", str(prog)])
     err = capsys.readouterr().err
     assert code == 8, err
-    assert "timeout" in err and "Traceback" not in err
+    assert "timeout" in err and "Traceback" not in err and err.count("\n") == 1
     kept = tmp_path / "run.failed"
     assert (kept / "logs" / "stderr.log").is_file() and (kept / "command.json").is_file()
     assert str(kept / "logs") in err and not (tmp_path / "run").exists()
-    assert os.listdir(tmp_path) == ["run.failed"]
+    assert sorted(os.listdir(tmp_path)) == ["run.failed", "x.py"]

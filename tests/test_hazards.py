@@ -1,7 +1,7 @@
 """Memory hazards on synthetic traces written in the documented schema (docs/design/capture-memory-jobs.md):
 address-range edge cases, every edge kind, reuse after free, `may`, and the bulk search against a
-pair-by-pair reference on random traces. Captured fixtures from the GPU test programs go in
-tests/data/hazards/ (HAZARD_FIXTURES below) when the lead's GPU run has made them."""
+pair-by-pair reference on random traces; and the verdict on every capture of the GPU test programs
+and seed workloads under `trace run --memory` on an H200 (tests/data/hazards/, captures.json)."""
 from __future__ import annotations
 
 import json
@@ -24,7 +24,10 @@ from tracer.trace.ordering import OrderingIndex, Verdict
 A, B, C = 7, 13, 14
 X = 0x7F00_0000_0000
 RW = READ | WRITE
-HAZARD_FIXTURES = DATA / "hazards"  # captured by the GPU test programs (tests/gpu/test_hazards_gpu.py), when present
+HAZARD_FIXTURES = DATA / "hazards"  # captured by the GPU test programs (scripts/capture_hazard_fixtures.py)
+CAPTURES = json.loads((HAZARD_FIXTURES / "captures.json").read_text()) if (HAZARD_FIXTURES / "captures.json").is_file() else {}
+# what each program must show (tests/gpu/memory_tables.py EXPECTED, also in captures.json), and the seeds'
+SEED_VERDICTS = {"planted_cross_stream": {"RAW", "reuse"}, "event_ordered_dgrad": set()}
 
 
 def kernel(b: TraceBuilder, stream: int, *accesses: tuple, name: str = "k", exact: int = 1) -> int:
@@ -375,3 +378,35 @@ def test_captured_fixtures_have_memory_tables() -> None:
         t = load_trace(f)
         assert t.memory is not None and t.memory.recorded, f.name
         assert int(np.sum(kernel_accesses(t.memory, t.kernels.corr).kernels_with_memory)) > 0, f.name
+
+
+def fixture_hazards(program: str) -> Hazards:
+    h = analyze(load_trace(HAZARD_FIXTURES / f"{program}.sqlite")).hazards
+    assert h is not None and h.memory and h.kernels_without_memory == 0, program
+    return h
+
+
+@pytest.mark.parametrize("program", sorted(p for p, entry in CAPTURES.items() if "expected" in entry))
+def test_each_captured_program_gets_its_verdict(program: str) -> None:
+    """RAW for the readers without a wait (cuda.core and Triton: `may`, their direction guessed from
+    the launch's pointers), WAR, WAW (also two overlapping in-place views), reuse without
+    record_stream; none where an event, a host sync, one stream or record_stream orders the
+    accesses, or the in-place views are disjoint."""
+    entry, h = CAPTURES[program], fixture_hazards(program)
+    assert {z.kind.value for z in h.listed} == set(entry["expected"]), kinds(h)
+    assert h.found == len(h.listed) and all(z.may is entry["may"] for z in h.listed)
+    if not entry["expected"]:
+        assert dict(h.counts)["ordered"] > 0  # the overlap is there, and ordered
+
+
+@pytest.mark.parametrize("seed", sorted(SEED_VERDICTS))
+def test_seed_captures_get_their_verdict(seed: str) -> None:
+    """The planted cross-stream race: cast_transpose's output read by the dgrad GEMM on the side
+    stream with no wait (besides it, the same missing wait leaves dgrad unordered with everything
+    else the main stream wrote before it, reused memory included); its event-ordered twin: none."""
+    h = fixture_hazards(seed)
+    assert {z.kind.value for z in h.listed} == SEED_VERDICTS[seed] and not any(z.may for z in h.listed)
+    planted = [z for z in h.listed if z.kind.value == "RAW" and z.producer.kernel == "cast_transpose"
+               and z.producer.range.endswith("/cast_transpose") and z.consumer.range.endswith("/dgrad")]
+    assert bool(planted) is (seed == "planted_cross_stream")
+    assert all(z.consumer.range.endswith("/dgrad") for z in h.listed)  # every hazard is the side stream's GEMM

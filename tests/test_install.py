@@ -51,6 +51,7 @@ def test_wheel_ships_kernels_profiles_suppressions_and_demo_data(wheel: Path) ->
     demo = {f"tracer/{p.relative_to(ROOT / 'tracer').as_posix()}" for p in resources.DEMO_DIR.rglob("*") if p.is_file()}
     assert "tracer/data/demo/linear_backward_planted.sqlite" in demo and demo <= names
     assert "tracer/resources.py" in names and "tracer/cli.py" in names
+    assert "tracer/capture/boot/sitecustomize.py" in names  # trace run's bootstrap (a folder, not a package)
 
 
 def test_wheel_has_only_the_tracer_top_level(wheel: Path) -> None:

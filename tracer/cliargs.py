@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer.artifact import TraceRun, expect, open_artifact
+from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import UsageError
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -90,6 +91,18 @@ def workload_command(spec: WorkloadSpec, workload: str, options: list[str]) -> t
     """(name, `tracer run` argv, the profile's pairs) of a workload with these workload options."""
     cmd = [sys.executable, "-m", "tracer", "run", workload, "--no-fail-on-check", *options]
     return spec.name, cmd, PairSpec.of(spec.pairs) if spec.pairs else None
+
+
+def add_capture_options(p: argparse.ArgumentParser) -> None:
+    """How `trace run` captures: the backend and its options, the run directory, the timeout."""
+    p.add_argument("--backend", default="auto", help="auto (nsys when it can write reports, else cupti), nsys, cupti")
+    p.add_argument("-o", "--output", type=Path, help="run directory (default runs/NAME-TIMESTAMP)")
+    p.add_argument("--timeout", type=float, default=1800, help="seconds before the whole process group is killed")
+    p.add_argument("--cuda-event-trace", action="store_true", help="nsys: --cuda-event-trace=true for cross-stream edges")
+    p.add_argument("--capture-range", help="nsys: only capture inside this NVTX range")
+    p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
+                   help=f"record the memory each kernel reads and writes, for the hazard check (cupti, which auto "
+                        f"then picks; default: {'on' if MEMORY_DEFAULT else 'off'})")
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:

@@ -8,7 +8,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -65,9 +65,12 @@ def run(
     stderr_path: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
+    linger: Callable[[float], None] | None = None,
 ) -> ProcResult:
     """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it. When
-    the direct child exits, whatever it left running in its group is ended the same way."""
+    the direct child exits, whatever it left running in its group is ended the same way, after
+    `linger(deadline)` returns where given (a caller waiting for its leftovers to finish their
+    work, at most until `deadline`, the time.monotonic() of the timeout)."""
     limit = check_timeout(timeout)
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -80,12 +83,14 @@ def run(
             raise ToolMissingError(f"cannot run {argv[0]!r}: not found") from exc
         try:
             code: int | None = proc.wait(timeout=limit)
-            timed_out = False
+            timed_out, ended = False, time.monotonic()
+            if linger is not None:
+                linger(start + limit)
         except subprocess.TimeoutExpired:
-            code, timed_out = None, True
+            code, timed_out, ended = None, True, time.monotonic()
         finally:
             _kill_group(proc)
-    return ProcResult(tuple(argv), code, timed_out, time.monotonic() - start, stdout_path, stderr_path, limit)
+    return ProcResult(tuple(argv), code, timed_out, ended - start, stdout_path, stderr_path, limit)
 
 
 class Started:

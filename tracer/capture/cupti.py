@@ -1,5 +1,6 @@
-"""CUPTI backend: run a Python target in a child process under cupti-python activity tracing;
-NVTX reaches CUPTI through NVTX_INJECTION64_PATH pointing at libcupti."""
+"""CUPTI backend: where libcupti and cupti-python are (each traced process records itself:
+session.py, started by the bootstrap that launcher.py installs, whose `capture` is the
+single-file API); NVTX reaches CUPTI through NVTX_INJECTION64_PATH pointing at libcupti."""
 from __future__ import annotations
 
 import glob
@@ -8,8 +9,7 @@ import os
 import sys
 from pathlib import Path
 
-from tracer import proc
-from tracer.errors import ToolMissingError, UsageError
+from tracer.errors import ToolMissingError
 
 
 def find_libcupti() -> str:
@@ -35,36 +35,11 @@ def require_cupti_python() -> None:
         raise ToolMissingError("cupti-python is not installed: pip install cupti-python (matching your CUDA major version)")
 
 
-def python_target(command: list[str]) -> list[str]:
-    """The target as a Python argv for runpy: `python X...` loses the interpreter, a .py script
-    or `-m`/`-c` is kept; anything else is not Python and needs the nsys backend."""
-    if not command:
-        raise UsageError("no command given after --")
-    first = Path(command[0]).name
-    if first.startswith("python"):
-        rest = command[1:]
-        if not rest:
-            raise UsageError("`python` with no script, -m or -c cannot be traced")
-        return rest
-    if command[0] in ("-m", "-c") or command[0].endswith(".py"):
-        return command
-    raise UsageError(f"{command[0]!r} is not a Python command: the CUPTI backend traces Python targets only; "
-                     "use --backend nsys for other binaries")
-
-
 def child_env(libcupti: str) -> dict[str, str]:
+    """The environment of a single in-process capture (tracer.capture.cupti_child)."""
     env = dict(os.environ)
     env["NVTX_INJECTION64_PATH"] = libcupti
     env["PYTHONUNBUFFERED"] = "1"
     root = str(Path(__file__).resolve().parent.parent.parent)
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
-
-
-def capture(command: list[str], out: Path, logs: Path, timeout: float) -> proc.ProcResult:
-    """Trace `command` into out (nsys-schema SQLite); stdout/stderr go to logs/."""
-    require_cupti_python()
-    target = python_target(command)
-    argv = [sys.executable, "-m", "tracer.capture.cupti_child", str(out), "--", *target]
-    return proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log",
-                    env=child_env(find_libcupti()))

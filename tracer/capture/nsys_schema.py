@@ -1,15 +1,26 @@
 """Writes activity records as SQLite in the Nsight Systems export schema (same table and column
-names), so one reader serves nsys exports and tracer's own CUPTI captures."""
+names), so one reader serves nsys exports and tracer's own CUPTI captures.
+
+A traced process writes its trace as records arrive (TraceWriter: one committed transaction per
+batch, the file closed between batches so that no connection crosses a fork) into
+`<stem>.partial.sqlite`, so a process that dies leaves every batch written before its death
+readable, marked TRACER_PARTIAL; closing completes the file (ranges still open, memory tables,
+metadata) and renames it to its final name."""
 from __future__ import annotations
 
-import os
 import sqlite3
-from dataclasses import dataclass, field
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from tracer import __version__
 from tracer.capture.demangle import demangle, short_name
+from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, HostQueryRec, KernelRec, LaunchUnknownRec,
+                                    OpRec, StreamRec, SyncRec, TraceRecords)
 from tracer.interner import Interner
+from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
+
+__all__ = ["MEMORY_TABLES", "TABLES", "TraceRecords", "TraceWriter", "global_tid", "partial_path", "salvage", "write_sqlite"]
 
 SCHEMA_FOLLOWED = "3.25.0"
 PUSHPOP_RANGE, STARTEND_RANGE, MARK, DOMAIN_CREATE = 59, 60, 34, 75
@@ -46,94 +57,245 @@ def global_tid(pid: int, tid: int) -> int:
     return (pid << 24) | (tid & 0xFFFFFF)
 
 
-@dataclass
-class TraceRecords:
-    """What a capture collected, as plain tuples (field order: see the Collector)."""
-
-    pid: int
-    kernels: list[tuple] = field(default_factory=list)
-    apis: list[tuple] = field(default_factory=list)
-    syncs: list[tuple] = field(default_factory=list)
-    events: list[tuple] = field(default_factory=list)
-    streams: list[tuple] = field(default_factory=list)
-    memcpys: list[tuple] = field(default_factory=list)
-    memsets: list[tuple] = field(default_factory=list)
-    markers: list[tuple] = field(default_factory=list)  # (flags, timestamp, id, tid, name, domain)
-    errors: dict[str, tuple[int, str]] = field(default_factory=dict)  # record type -> (count, first error)
+def partial_path(final: Path) -> Path:
+    """Where a trace is written until it is complete: `<stem>.partial.sqlite`."""
+    return final.with_name(f"{final.name[:-len('.sqlite')] if final.name.endswith('.sqlite') else final.name}.partial.sqlite")
 
 
-def nvtx_rows(rec: TraceRecords) -> list[tuple]:
-    """Pair START/END markers by id into ranges; domains become NvtxDomainCreate rows."""
-    gpid = rec.pid
-    domains: dict[str, int] = {}
-    starts: dict[int, tuple] = {}
-    rows: list[tuple] = []
-    for flags, ts, mid, tid, name, domain in sorted(rec.markers, key=lambda m: m[1]):
-        dom = domains.setdefault(domain, len(domains) + 1) if domain else 0
-        if flags & 2:
-            starts[mid] = (ts, tid, name, dom)
-        elif flags & 4 and mid in starts:
-            t0, tid0, text, dom0 = starts.pop(mid)
-            kind = PUSHPOP_RANGE if tid0 == tid else STARTEND_RANGE
-            rows.append((t0, ts, kind, None, None, None, text, global_tid(gpid, tid0), global_tid(gpid, tid), None, dom0))
-        elif flags & 1:
-            rows.append((ts, None, MARK, None, None, None, name, global_tid(gpid, tid), None, None, dom))
-    for t0, tid0, text, dom0 in starts.values():  # never closed (the target died inside the range)
-        rows.append((t0, None, PUSHPOP_RANGE, None, None, None, text, global_tid(gpid, tid0), None, None, dom0))
-    rows += [(0, None, DOMAIN_CREATE, None, None, None, name, None, None, None, did) for name, did in domains.items()]
-    return rows
+PARTIAL_NOTE = "the process did not finish its trace: records up to its last flush"
 
 
-def table_rows(rec: TraceRecords) -> tuple[dict[str, list[tuple]], Interner]:
-    s, gpid = Interner(), rec.pid << 24
-    ctx_dev = {k[3]: k[2] for k in rec.kernels}
-    rows: dict[str, list[tuple]] = {
-        "CUPTI_ACTIVITY_KIND_KERNEL": [
-            (k[0], k[1], k[2], k[3], k[4], k[5], gpid, s(demangle(k[6])), s(short_name(demangle(k[6]))), s(k[6]),
-             *k[7:16], k[16], k[17]) for k in rec.kernels
-        ],
-        "CUPTI_ACTIVITY_KIND_RUNTIME": [
-            (a[0], a[1], a[2], global_tid(rec.pid, a[3]), a[4], s(a[5]), a[6], None) for a in rec.apis
-        ],
-        "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
-            (y[0], y[1], ctx_dev.get(y[2], 0), y[2], y[3], y[4], gpid, y[5], y[6], y[7]) for y in rec.syncs
-        ],
-        "CUPTI_ACTIVITY_KIND_CUDA_EVENT": [(e[0], e[1], e[2], e[3], e[4], gpid, e[5], e[6]) for e in rec.events],
-        "CUPTI_ACTIVITY_KIND_MEMCPY": [(*m[:6], gpid, *m[6:]) for m in rec.memcpys],
-        "CUPTI_ACTIVITY_KIND_MEMSET": [(*m[:6], gpid, *m[6:]) for m in rec.memsets],
-        "NVTX_EVENTS": nvtx_rows(rec),
+class _Ranges:
+    """NVTX START/END markers paired by id across batches (an END may arrive before its START)."""
+
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+        self.domains: dict[str, int] = {}
+        self.starts: dict[int, tuple] = {}  # id -> (ts, tid, name, domain id)
+        self.ends: dict[int, tuple[int, int]] = {}  # id -> (ts, tid) of an END seen first
+
+    def rows(self, markers: list) -> list[tuple]:
+        """Closed ranges, marks and new domains of this batch."""
+        pid, out = self.pid, []
+        for flags, ts, mid, tid, name, domain in sorted(markers, key=lambda m: m[1]):
+            dom = 0
+            if domain:
+                if domain not in self.domains:
+                    self.domains[domain] = len(self.domains) + 1
+                    out.append((0, None, DOMAIN_CREATE, None, None, None, domain, None, None, None, self.domains[domain]))
+                dom = self.domains[domain]
+            if flags & 2:
+                self.starts[mid] = (ts, tid, name, dom)
+            if flags & 4:
+                self.ends[mid] = (ts, tid)
+            if flags & 1 and not flags & 6:
+                out.append((ts, None, MARK, None, None, None, name, global_tid(pid, tid), None, None, dom))
+            if mid in self.starts and mid in self.ends:
+                (t0, tid0, text, dom0), (t1, tid1) = self.starts.pop(mid), self.ends.pop(mid)
+                kind = PUSHPOP_RANGE if tid0 == tid1 else STARTEND_RANGE
+                out.append((t0, t1, kind, None, None, None, text, global_tid(pid, tid0), global_tid(pid, tid1), None, dom0))
+        return out
+
+    def open_rows(self) -> list[tuple]:
+        """Ranges started and not (yet) ended: end NULL."""
+        return [(t0, None, PUSHPOP_RANGE, None, None, None, text, global_tid(self.pid, tid0), None, None, dom0)
+                for t0, tid0, text, dom0 in self.starts.values()]
+
+
+class TraceWriter:
+    """One trace file, written batch by batch (`append`) and completed by `close`. `durable`: a
+    rollback journal, so a batch is all there or not at all when the process dies mid-write (a
+    traced process); otherwise no journal (a one-shot write of records already complete)."""
+
+    def __init__(self, final: Path, pid: int, producer: str, *, durable: bool = True) -> None:
+        self.final, self.tmp, self.pid, self.durable = final, partial_path(final), pid, durable
+        for p in (self.tmp, Path(f"{self.tmp}-journal")):
+            p.unlink(missing_ok=True)
+        self.strings, self.written_strings = Interner(), 0
+        self.names: dict[str, tuple[int, int, int]] = {}  # mangled kernel name -> (demangled, short, mangled) ids
+        self.ranges = _Ranges(pid)
+        self.streams: dict[tuple[int, int], bool] = {}  # (context, stream) -> row came from a stream record
+        self.ctx_dev: dict[int, int] = {}
+        self.unknown_sync_ctx: set[int] = set()
+        self.kernels = 0
+        with self._open() as con:
+            con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
+            for table, cols in TABLES.items():
+                con.execute(f"CREATE TABLE {table} ({cols})")
+            con.execute("CREATE TABLE ENUM_CUPTI_SYNC_TYPE (id INTEGER PRIMARY KEY, name TEXT, label TEXT)")
+            con.executemany("INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (?, ?, ?)", SYNC_TYPES)
+            con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
+            con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [
+                ("EXPORT_PRODUCT_NAME", "tracer"), ("EXPORT_PRODUCT_VERSION", __version__),
+                ("EXPORT_SCHEMA_VERSION", SCHEMA_FOLLOWED), ("TRACER_PRODUCER", producer), ("TRACER_PARTIAL", PARTIAL_NOTE)])
+
+    @contextmanager
+    def _open(self) -> Iterator[sqlite3.Connection]:
+        """A connection for one transaction, closed after it (committed, or rolled back on error)."""
+        con = sqlite3.connect(self.tmp, check_same_thread=False)
+        try:
+            con.execute(f"PRAGMA journal_mode={'DELETE' if self.durable else 'OFF'}")
+            con.execute(f"PRAGMA synchronous={'NORMAL' if self.durable else 'OFF'}")
+            with con:
+                yield con
+        finally:
+            con.close()
+
+    def _kernel_row(self, k: KernelRec, gpid: int) -> tuple:
+        ids = self.names.get(k.name)
+        if ids is None:
+            full = demangle(k.name)
+            ids = self.names[k.name] = (self.strings(full), self.strings(short_name(full)), self.strings(k.name))
+        return (k.start, k.end, k.device_id, k.context_id, k.stream_id, k.correlation_id, gpid, *ids, k.grid_x, k.grid_y,
+                k.grid_z, k.block_x, k.block_y, k.block_z, k.registers_per_thread, k.static_shared_memory,
+                k.dynamic_shared_memory, k.graph_id, k.graph_node_id)
+
+    def _rows(self, con: sqlite3.Connection, rec: TraceRecords) -> dict[str, list[tuple]]:
+        s, pid, gpid = self.strings, self.pid, self.pid << 24
+        kernels = [KernelRec(*k) for k in rec.kernels]
+        for k in kernels:
+            self.ctx_dev.setdefault(k.context_id, k.device_id)
+        syncs = [SyncRec(*y) for y in rec.syncs]
+        self.unknown_sync_ctx |= {y.context_id for y in syncs if y.context_id not in self.ctx_dev}
+        return {
+            "CUPTI_ACTIVITY_KIND_KERNEL": [self._kernel_row(k, gpid) for k in kernels],
+            "CUPTI_ACTIVITY_KIND_RUNTIME": [
+                (a.start, a.end, a.driver, global_tid(pid, a.thread_id), a.correlation_id, s(a.name), a.return_value, None)
+                for a in (ApiRec(*x) for x in rec.apis)],
+            "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": [
+                (y.start, y.end, self.ctx_dev.get(y.context_id, 0), y.context_id, y.stream_id, y.correlation_id, gpid,
+                 y.sync_type, y.event_id, y.event_sync_id) for y in syncs],
+            "CUPTI_ACTIVITY_KIND_CUDA_EVENT": [
+                (e.timestamp, e.device_id, e.context_id, e.stream_id, e.correlation_id, gpid, e.event_id, e.event_sync_id)
+                for e in (EventRec(*x) for x in rec.events)],
+            "CUPTI_ACTIVITY_KIND_MEMCPY": [(*m[:6], gpid, *m[6:]) for m in rec.memcpys],
+            "CUPTI_ACTIVITY_KIND_MEMSET": [(*m[:6], gpid, *m[6:]) for m in rec.memsets],
+            "NVTX_EVENTS": self.ranges.rows(rec.markers),
+            "TARGET_INFO_CUDA_STREAM": self._stream_rows(con, rec, kernels),
+        }
+
+    def _stream_rows(self, con: sqlite3.Connection, rec: TraceRecords, kernels: list[KernelRec]) -> list[tuple]:
+        """New streams; a stream record arriving after a kernel made its row replaces that row."""
+        rows = []
+        for st in (StreamRec(*x) for x in rec.streams):
+            key = (st.context_id, st.stream_id)
+            if self.streams.get(key) is False:
+                con.execute("DELETE FROM TARGET_INFO_CUDA_STREAM WHERE contextId = ? AND streamId = ?", key)
+            if not self.streams.get(key):
+                self.streams[key] = True
+                rows.append((st.stream_id, 0, 0, self.pid, st.context_id, st.priority, st.flag))
+        for k in kernels:
+            if (k.context_id, k.stream_id) not in self.streams:
+                self.streams[(k.context_id, k.stream_id)] = False
+                rows.append((k.stream_id, 0, 0, self.pid, k.context_id, 0, 0))
+        return rows
+
+    def append(self, rec: TraceRecords) -> None:
+        """Write a batch of streamed records in one transaction."""
+        with self._open() as con:
+            self._append(con, rec)
+
+    def _append(self, con: sqlite3.Connection, rec: TraceRecords) -> None:
+        for table, rows in self._rows(con, rec).items():
+            if rows:
+                _insert(con, table, TABLES[table], rows)
+        con.execute("DELETE FROM NVTX_EVENTS WHERE end IS NULL AND eventType = ?", (PUSHPOP_RANGE,))
+        _insert(con, "NVTX_EVENTS", TABLES["NVTX_EVENTS"], self.ranges.open_rows())
+        self._new_strings(con)
+        self.kernels += len(rec.kernels)
+
+    def _new_strings(self, con: sqlite3.Connection) -> None:
+        items = self.strings.items
+        if len(items) > self.written_strings:
+            con.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, items[i]) for i in range(self.written_strings, len(items))])
+            self.written_strings = len(items)
+
+    def close(self, rec: TraceRecords, *, target_exit: int | None = None) -> Path:
+        """Write the last batch, the memory tables and the metadata in one transaction; rename
+        the file to its final name."""
+        try:
+            with self._open() as con:
+                self._append(con, rec)
+                for ctx in self.unknown_sync_ctx & self.ctx_dev.keys():
+                    con.execute("UPDATE CUPTI_ACTIVITY_KIND_SYNCHRONIZATION SET deviceId = ? WHERE contextId = ?",
+                                (self.ctx_dev[ctx], ctx))
+                if rec.memory:
+                    for table, rows in memory_rows(rec, self.strings).items():
+                        con.execute(f"CREATE TABLE {table} ({MEMORY_TABLES[table]})")  # all, even empty: memory was recorded
+                        _insert(con, table, MEMORY_TABLES[table], rows)
+                self._new_strings(con)
+                con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PARTIAL'")
+                con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", _meta(rec, target_exit))
+        except BaseException:
+            self.abandon()
+            raise
+        self.tmp.replace(self.final)
+        return self.final
+
+    def abandon(self) -> None:
+        for p in (self.tmp, Path(f"{self.tmp}-journal")):
+            p.unlink(missing_ok=True)
+
+
+def _meta(rec: TraceRecords, target_exit: int | None) -> list[tuple[str, str]]:
+    meta = [("TRACER_TARGET_EXIT", str(target_exit))] if target_exit is not None else []
+    meta += [(f"TRACER_RECORD_ERRORS_{kind}", f"{n} records lost: {first}") for kind, (n, first) in rec.errors.items()]
+    if rec.memory:
+        meta.append((FLAG, "1"))
+    return meta + sorted(rec.meta.items())
+
+
+def _insert(con: sqlite3.Connection, table: str, cols: str, rows: list[tuple]) -> None:
+    marks = ", ".join("?" * len(cols.split(", ")))
+    con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
+
+
+def _opt(s: Interner, text: str | None) -> int | None:
+    return None if text is None else s(text)
+
+
+def memory_rows(rec: TraceRecords, s: Interner) -> dict[str, list[tuple]]:
+    """The TRACER_* tables; strings are interned here, once, at write time."""
+    pid = rec.pid
+    return {
+        "TRACER_OPS": [(o.id, o.kind, s(o.name), global_tid(pid, o.thread_id), o.start, o.end, o.seq_nr, o.bwd_seq_nr,
+                        o.correlation_id, _opt(s, o.callsite)) for o in (OpRec(*x) for x in rec.ops)],
+        "TRACER_EXTERNAL_CORRELATION": sorted({(int(c), int(e)) for c, e in rec.ext_correlations}),
+        "TRACER_MEMORY_ACCESS": [(a.op_id, a.address, a.bytes, a.mode, a.exact, a.allocation_id, _opt(s, a.label))
+                                 for a in (AccessRec(*x) for x in rec.accesses)],
+        "TRACER_ALLOCATIONS": [(a.id, a.device_id, a.address, a.bytes, a.stream_id, a.start, a.end, a.source,
+                                _opt(s, a.label)) for a in (AllocationRec(*x) for x in rec.allocations)],
+        "TRACER_HOST_QUERIES": [(q.correlation_id, q.kind, q.record_correlation_id, q.stream_id, q.start, q.end,
+                                 global_tid(pid, q.thread_id)) for q in (HostQueryRec(*x) for x in rec.host_queries)],
+        "TRACER_LAUNCH_UNKNOWN": [(u.correlation_id, s(u.name), u.reason)
+                                  for u in (LaunchUnknownRec(*x) for x in rec.launch_unknown)],
     }
-    streams = {(st[0], st[1]): (st[1], 0, 0, rec.pid, st[0], st[2], st[3]) for st in rec.streams}
-    for k in rec.kernels:
-        streams.setdefault((k[3], k[4]), (k[4], 0, 0, rec.pid, k[3], 0, 0))
-    rows["TARGET_INFO_CUDA_STREAM"] = list(streams.values())
-    return rows, s
 
 
 def write_sqlite(rec: TraceRecords, out: Path, *, target_exit: int | None = None, producer: str = "cupti") -> None:
-    """Write to a temp name and rename, so a crash never leaves a half-written trace."""
-    rows, strings = table_rows(rec)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.unlink(missing_ok=True)
-    con = sqlite3.connect(tmp)
+    """Write records already complete at once (temp name, renamed when complete)."""
+    writer = TraceWriter(out, rec.pid, producer, durable=False)
+    writer.close(rec, target_exit=target_exit)
+
+
+def salvage(partial: Path, final: Path, note: str) -> int | None:
+    """Complete what a dead process left in `<stem>.partial.sqlite` (a batch it died writing is
+    rolled back by SQLite on opening): META TRACER_PARTIAL says why, and the file takes its final
+    name; returns its kernels, or None (the file removed) when it died before its first commit.
+    Run by `trace run` after the process is gone, never by a traced process."""
+    con = sqlite3.connect(partial)
     try:
-        con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
-        con.executemany("INSERT INTO StringIds VALUES (?, ?)", list(enumerate(strings.items)))
-        for table, cols in TABLES.items():
-            if rows[table] or table == "CUPTI_ACTIVITY_KIND_KERNEL":
-                con.execute(f"CREATE TABLE {table} ({cols})")
-                marks = ", ".join("?" * len(cols.split(", ")))
-                con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows[table])
-        con.execute("CREATE TABLE ENUM_CUPTI_SYNC_TYPE (id INTEGER PRIMARY KEY, name TEXT, label TEXT)")
-        con.executemany("INSERT INTO ENUM_CUPTI_SYNC_TYPE VALUES (?, ?, ?)", SYNC_TYPES)
-        meta = [("EXPORT_PRODUCT_NAME", "tracer"), ("EXPORT_PRODUCT_VERSION", __version__),
-                ("EXPORT_SCHEMA_VERSION", SCHEMA_FOLLOWED), ("TRACER_PRODUCER", producer)]
-        if target_exit is not None:
-            meta.append(("TRACER_TARGET_EXIT", str(target_exit)))
-        meta += [(f"TRACER_RECORD_ERRORS_{kind}", f"{n} records lost: {first}") for kind, (n, first) in rec.errors.items()]
-        con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
-        con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", meta)
-        con.commit()
+        with con:
+            con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PARTIAL'")
+            con.execute("INSERT INTO META_DATA_EXPORT VALUES ('TRACER_PARTIAL', ?)", (note,))
+        kernels = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    except sqlite3.DatabaseError:  # no table committed yet: nothing was recorded
+        kernels = None
     finally:
         con.close()
-    tmp.replace(out)
+    if kernels is None:
+        for p in (partial, Path(f"{partial}-journal")):
+            p.unlink(missing_ok=True)
+        return None
+    partial.replace(final)
+    return int(kernels)

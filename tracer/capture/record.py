@@ -1,18 +1,25 @@
 """`trace run`: capture a command into a run directory (trace.sqlite, command.json,
-environment.json, logs/), analyse it and write verdict.json; the directory is written under a
-temporary name and renamed when complete."""
+environment.json, logs/; with CUPTI also procs/: one marker and trace per traced process),
+analyse it and write verdict.json; the directory is written under a temporary name and renamed
+when complete. A run where no process recorded a kernel is never analysed (an empty trace proves
+nothing): it fails, and its files are kept as DIR.failed."""
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracer.artifact import TraceRun
-from tracer.errors import UsageError, unknown
-from tracer.proc import check_timeout, raise_if_timed_out
+from tracer.capture.options import MEMORY_DEFAULT
+from tracer.errors import TargetFailed, UsageError, unknown
+from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
 from tracer.trace.analyze import Analysis, analyze
 from tracer.trace.pairs import PairSpec
+
+if TYPE_CHECKING:
+    from tracer.capture.launcher import CaptureResult
 
 BACKENDS = ("auto", "nsys", "cupti")
 
@@ -26,25 +33,49 @@ class CaptureRequest:
     timeout: float
     cuda_event_trace: bool = False
     capture_range: str | None = None
+    memory: bool = False  # cupti: record memory access sets (the TRACER_* tables)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
+        if self.memory and self.backend != "cupti":
+            raise UsageError(f"--memory needs the cupti backend, not {self.backend!r}")
 
 
 @dataclass(frozen=True)
 class Recorded:
     run_dir: Path
     target_exit: int | None  # None: imported (no target ran)
-    analysis: Analysis
+    analysis: Analysis | None  # None: a job (several processes recorded kernels: traces under procs/)
+    captured: CaptureResult | None = None  # CUPTI: every process and how it ended
 
     @property
     def target_failure(self) -> str:
-        """Why the traced command counts as failed ("" when it exited 0 or nothing ran)."""
-        if self.target_exit in (0, None):
+        """Why the traced command counts as failed ("" when it exited 0 or nothing ran): it failed, or
+        a process that recorded kernels died before finishing its trace."""
+        why = self.captured.failure() if self.captured is not None else _exit_failure(self.target_exit)
+        if not why:
             return ""
-        how = f"was killed by signal {-self.target_exit}" if self.target_exit < 0 else f"exited {self.target_exit}"
-        return (f"the traced command {how}; its trace was written and analysed all the same: {self.run_dir} "
-                f"(logs in {self.run_dir / 'logs'})")
+        kept = "its trace was written and analysed all the same" if self.analysis is not None else "what it recorded is kept"
+        return f"{why}; {kept}: {self.run_dir} (logs in {self.run_dir / 'logs'})"
+
+    def notices(self) -> list[str]:
+        """Lines for stderr before the verdicts: the processes and how each ended (when there was
+        more than one, or one did not end well), a partial trace, a job."""
+        return process_notices(self.captured, self.run_dir) if self.captured is not None else []
+
+    def unchecked(self, fail_on_unordered: bool, fail_on_hazard: bool) -> str:
+        """Why checks that were asked for could not run ("" when they could): a job's traces are
+        analysed one at a time."""
+        if self.analysis is None and (fail_on_unordered or fail_on_hazard):
+            return (f"nothing was checked: the job's traces are analysed one at a time "
+                    f"(`tracer trace analyze {self.run_dir}/procs/FILE.sqlite`)")
+        return ""
+
+
+def _exit_failure(code: int | None) -> str:
+    if code in (0, None):
+        return ""
+    return f"the traced command {f'was killed by signal {-code}' if code < 0 else f'exited {code}'}"
 
 
 def choose_backend(name: str) -> str:
@@ -58,15 +89,28 @@ def choose_backend(name: str) -> str:
     return "nsys" if importer_status()[0] else "cupti"
 
 
-def _capture(req: CaptureRequest, out: Path, logs: Path):  # type: ignore[no-untyped-def]
+def capture_mode(backend: str, memory: bool | None) -> tuple[str, bool]:
+    """(backend, memory) of `trace run --backend B [--memory|--no-memory]`: memory access sets need
+    CUPTI, so `auto` picks it for them; --memory with nsys is a usage error (CaptureRequest)."""
+    wanted = MEMORY_DEFAULT if memory is None else memory
+    if wanted and backend == "auto":
+        return "cupti", True
+    chosen = choose_backend(backend)
+    return chosen, bool(memory) if chosen != "cupti" else wanted
+
+
+def _capture(req: CaptureRequest, run_dir: Path, logs: Path) -> tuple[ProcResult, CaptureResult | None]:
+    """nsys writes run_dir/trace.sqlite; CUPTI traces every Python process of the command into
+    run_dir/procs/, and the one that recorded kernels becomes run_dir/trace.sqlite."""
     if req.backend == "nsys":
         from tracer.capture.nsys import capture
 
-        return capture(list(req.command), out, logs, req.timeout, cuda_event_trace=req.cuda_event_trace,
-                       capture_range=req.capture_range)
-    from tracer.capture.cupti import capture as cupti_capture
+        return capture(list(req.command), run_dir / "trace.sqlite", logs, req.timeout,
+                       cuda_event_trace=req.cuda_event_trace, capture_range=req.capture_range), None
+    from tracer.capture.launcher import capture_run
 
-    return cupti_capture(list(req.command), out, logs, req.timeout)
+    captured = capture_run(list(req.command), run_dir, logs, req.timeout, memory=req.memory, describe=True)
+    return captured.proc, captured
 
 
 def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Recorded:
@@ -79,19 +123,53 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
     with staged(req.output) as tmp:
         logs = tmp / "logs"
         logs.mkdir()
-        res = _capture(req, tmp / "trace.sqlite", logs)
+        res, captured = _capture(req, tmp, logs)
         write_json(tmp / "command.json", {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)})
-        write_json(tmp / "environment.json", environment())
+                                          "capture_argv": list(res.argv)} | (captured.command_fields() if captured else {}))
+        write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
         raise_if_timed_out(res, f"the capture of {req.name}")
-        if not (tmp / "trace.sqlite").is_file():
-            tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
-            raise UsageError(f"capture of {req.name} produced no trace (exit {res.returncode}); "
-                             f"stderr ends: {tail or '(empty)'}")
-        analysis = analyze(load_trace(tmp / "trace.sqlite"), pairs, hazards=hazards)
-        write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode})
-    return Recorded(req.output, res.returncode, analysis)
+        trace = tmp / "trace.sqlite"
+        if not trace.is_file() and not (captured and captured.job):
+            raise _no_trace(req, res, captured)
+        analysis = analyze(load_trace(trace), pairs, hazards=hazards) if trace.is_file() else None
+        if analysis is not None:
+            write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode,
+                                                                   "partial": bool(captured and captured.partial)})
+    return Recorded(req.output, res.returncode, analysis, captured)
+
+
+def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | None) -> Exception:
+    """Nothing to analyse: the command's failure (exit 7) when it failed, else a usage error (exit 2)."""
+    if captured is None:
+        tail = " | ".join(res.stderr().strip().splitlines()[-3:])[-300:]
+        return UsageError(f"capture of {req.name} produced no trace (exit {res.returncode}); "
+                          f"stderr ends: {tail or '(empty)'}")
+    from tracer.capture.launcher import outcome_summary
+
+    failure = captured.failure()
+    if failure:
+        return TargetFailed(f"{failure}; no process recorded a CUDA kernel ({outcome_summary(captured)})")
+    missed = [p["file"] for p in captured.processes if p.get("untraced_cuda")]
+    why = f"; {', '.join(missed)} used CUDA by a path tracer does not see" if missed else ""
+    return UsageError(f"no process of the command recorded a CUDA kernel ({outcome_summary(captured)}{why}): "
+                      f"nothing to analyse")
+
+
+def process_notices(captured: CaptureResult, run_dir: Path) -> list[str]:
+    from tracer.capture.launcher import describe
+
+    procs = captured.processes
+    lines = []
+    if len(procs) > 1 or any(p.get("untraced_cuda") or p.get("outcome") not in ("complete", "no CUDA") for p in procs):
+        lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs)]
+    if captured.partial and not captured.job:
+        lines.append("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying")
+    if captured.job:
+        busy = [p["file"] for p in procs if (p.get("kernels") or 0) > 0]
+        lines.append(f"job: {len(busy)} processes recorded kernels ({', '.join(busy)}): their traces are in {run_dir}/procs; "
+                     f"analyze one with `tracer trace analyze {run_dir}/procs/FILE.sqlite`")
+    return lines
 
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:

@@ -40,7 +40,10 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     out = args.output or default_run_dir(name)
     rec = record(CaptureRequest(name, tuple(command), choose_backend("auto"), out, 1800.0), choose_pairs(None, pairs, "all"))
     print(f"run directory: {out}", file=sys.stderr)
-    print(format_analysis(rec.analysis))
+    for line in rec.notices():
+        print(line, file=sys.stderr)
+    if rec.analysis is not None:
+        print(format_analysis(rec.analysis))
     if rec.target_failure:
         raise TargetFailed(rec.target_failure)
     return 0

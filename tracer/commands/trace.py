@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.cliargs import add_analysis_options, add_workload_options, choose_pairs, hazards_wanted, open_trace
+from tracer.cliargs import (add_analysis_options, add_capture_options, add_workload_options, choose_pairs, hazards_wanted,
+                            open_trace)
 from tracer.errors import ChecksFailed, TargetFailed
 
 
@@ -15,11 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ts = p.add_subparsers(dest="trace_command", metavar="ACTION", required=True)
     r = ts.add_parser("run", help="run a workload (or `-- command`) under nsys or CUPTI and analyze it")
     r.add_argument("workload", nargs="?", help="built-in workload or profile YAML; or give a command after --")
-    r.add_argument("--backend", default="auto", help="auto (nsys when it can write reports, else cupti), nsys, cupti")
-    r.add_argument("-o", "--output", type=Path, help="run directory (default runs/NAME-TIMESTAMP)")
-    r.add_argument("--timeout", type=float, default=1800, help="seconds before the whole process group is killed")
-    r.add_argument("--cuda-event-trace", action="store_true", help="nsys: --cuda-event-trace=true for cross-stream edges")
-    r.add_argument("--capture-range", help="nsys: only capture inside this NVTX range")
+    add_capture_options(r)
     add_analysis_options(r)
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
@@ -39,31 +36,35 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
-    """Print the verdicts; then a failed target (exit 7) before the checks asked for (exit 1)."""
+def finish(analysis, args: argparse.Namespace, failed: str = "", unchecked: str = "") -> int:  # type: ignore[no-untyped-def]
+    """Print the verdicts (none for a job); then a failed target (exit 7) before the checks asked
+    for (exit 1), which fail when they could not run."""
     from tracer.trace.text import format_analysis
 
-    print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
+    if analysis is not None:
+        print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
     if failed:
         raise TargetFailed(failed)
-    problems = analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
+    problems = [unchecked] if unchecked else analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
     if problems:
         raise ChecksFailed("; ".join(problems))
     return 0
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracer.capture.record import CaptureRequest, choose_backend, record
+    from tracer.capture.record import CaptureRequest, capture_mode, record
     from tracer.cliargs import trace_target
     from tracer.store.rundir import default_run_dir
 
-    backend, hazards = choose_backend(args.backend), hazards_wanted(args)
+    (backend, memory), hazards = capture_mode(args.backend, args.memory), hazards_wanted(args)
     name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
     out = args.output or default_run_dir(name)
-    rec = record(CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace,
-                                args.capture_range), choose_pairs(args, profile_pairs), hazards)
+    req = CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace, args.capture_range, memory)
+    rec = record(req, choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
-    return finish(rec.analysis, args, rec.target_failure)
+    for line in rec.notices():
+        print(line, file=sys.stderr)
+    return finish(rec.analysis, args, rec.target_failure, rec.unchecked(args.fail_on_unordered, args.fail_on_hazard))
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

@@ -157,14 +157,34 @@ def launch_raw(key: KernelKey, x: int, row: int, col: int, scale: int, scale_inv
     tiles = key.config.blocks(key.in_dtype, rows, cols)
     blocks = default_grid(resident_blocks(key, device_index), tiles) if grid is None else min(tiles, grid, MAX_GRID)
     launch_kernel(_kernel(key, device_index), blocks, (x, row, col, scale, scale_inv, amax), rows, cols,
-                  device_index, stream_handle)
+                  device_index, stream_handle, in_bytes=key.in_dtype.nbytes,
+                  scale_index=1 if key.variant is Variant.PLANTED_UNINIT else 0)
 
 
 def launch_kernel(kernel: Any, blocks: int, pointers: tuple[int, int, int, int, int, int], rows: int, cols: int,
-                  device_index: int, stream_handle: int) -> None:
+                  device_index: int, stream_handle: int, *, in_bytes: int = 2, scale_index: int = 0) -> None:
     """Launch a compiled cast_transpose; pointers: x, rowwise, columnwise, scale, scale_inv, amax."""
     import numpy as np
     from cuda.core import LaunchConfig, launch
 
-    launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *pointers,
-           np.int32(rows), np.int32(cols))
+    from tracer.capture.session import memory_recorder
+
+    def go() -> None:
+        launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *pointers,
+               np.int32(rows), np.int32(cols))
+
+    recorder = memory_recorder()
+    if recorder is None:
+        go()
+        return
+    with recorder.tracer_launch("cast_transpose", cast_transpose_accesses(pointers, rows, cols, in_bytes, scale_index)):
+        go()
+
+
+def cast_transpose_accesses(pointers: tuple[int, int, int, int, int, int], rows: int, cols: int, in_bytes: int,
+                            scale_index: int) -> list[tuple[int, int, int, str]]:
+    """What the kernel touches (address, bytes, mode, label) for `trace run --memory`: mode 1 read,
+    2 write, 3 both (amax is max-reduced in place)."""
+    x, row, col, scale, scale_inv, amax = pointers
+    return [(x, rows * cols * in_bytes, 1, "x"), (row, rows * cols, 2, "rowwise"), (col, rows * cols, 2, "columnwise"),
+            (scale + 4 * scale_index, 4, 1, "scale"), (scale_inv, 4, 2, "scale_inv"), (amax, 4, 3, "amax")]

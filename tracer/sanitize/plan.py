@@ -149,7 +149,7 @@ def launched_kernels(command: Sequence[str], timeout: float) -> set[str]:
     """Mangled names of the kernels the target launches, from a CUPTI run of it (no sanitizer)."""
     import sqlite3
 
-    from tracer.capture.cupti import capture
+    from tracer.capture.launcher import capture
 
     with tempfile.TemporaryDirectory(prefix="tracer-kernels-") as tmp:
         out = Path(tmp) / "k.sqlite"

@@ -13,26 +13,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.errors import TraceFormatError
+from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import expand_ranges
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
-FLAG = "TRACER_MEMORY"
-
-# The documented schema; readers need only the columns, writers (the capture, synthetic traces) the types.
-MEMORY_TABLES: dict[str, str] = {
-    "TRACER_OPS": "id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, nameId INTEGER, globalTid INTEGER, start INTEGER NOT NULL, "
-    "end INTEGER NOT NULL, seqNr INTEGER, bwdSeqNr INTEGER, correlationId INTEGER, callsiteId INTEGER",
-    "TRACER_EXTERNAL_CORRELATION": "correlationId INTEGER NOT NULL, externalId INTEGER NOT NULL",
-    "TRACER_MEMORY_ACCESS": "opId INTEGER NOT NULL, address INTEGER NOT NULL, bytes INTEGER NOT NULL, mode INTEGER NOT NULL, "
-    "exact INTEGER, allocationId INTEGER, labelId INTEGER",
-    "TRACER_ALLOCATIONS": "id INTEGER PRIMARY KEY, deviceId INTEGER, address INTEGER NOT NULL, bytes INTEGER NOT NULL, "
-    "streamId INTEGER, start INTEGER, end INTEGER, source INTEGER, labelId INTEGER",
-    "TRACER_HOST_QUERIES": "correlationId INTEGER, kind INTEGER NOT NULL, recordCorrelationId INTEGER, streamId INTEGER, "
-    "start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER",
-    "TRACER_LAUNCH_UNKNOWN": "correlationId INTEGER, nameId INTEGER, reason TEXT",
-}
 OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
        Col("bwdSeqNr"), Col("correlationId")]
 EXTERNAL = [Col("correlationId", None), Col("externalId", None)]

@@ -1,0 +1,110 @@
+"""Overhead of tracing every process of a torchrun DDP job (issue #16 goal: traced wall within 5%
+of untraced), side by side in one run: `torchrun ... ddp_train.py` untraced and under
+`tracer trace run -- torchrun ...`, interleaved repetitions, medians. For the traced runs: the
+whole `tracer trace run` (what a user waits for), the traced command alone (command.json
+`seconds`), and per process (torchrun's agent, each rank) what tracer spent, from the markers:
+start-up, bootstrap, CUPTI start, periodic flushes, the exit's flush and write.
+
+Run on a GPU machine (2 ranks share one GPU over gloo, or one GPU each over NCCL):
+    python scripts/bench_ddp_capture.py [--repeats 3] [--nproc 2] [--json OUT.json]"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from tracer import proc
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAM = ROOT / "tests" / "gpu" / "programs" / "ddp_train.py"
+COSTS = ("startup_s", "bootstrap", "bootstrap_imports", "cupti_import", "cupti_start", "periodic_flush", "exit_total")
+
+
+def role(m: dict[str, Any]) -> str:
+    return f"rank{m['rank']}" if m.get("rank") is not None else "agent"
+
+
+def costs(marker: dict[str, Any]) -> dict[str, float]:
+    t = marker.get("timing") or {}
+    phases = t.get("phases_s", {})
+    out = {c: float(t.get(c) or 0.0) if c == "startup_s" else float(phases.get(c, 0.0)) for c in COSTS}
+    return out | {"alive_s": float(t.get("alive_s") or 0.0), "kernels": float(marker.get("kernels") or 0)}
+
+
+def traced(command: list[str], work: Path, timeout: float) -> dict[str, Any]:
+    run = work / "run"
+    res = proc.run([sys.executable, "-m", "tracer", "trace", "run", "--backend", "cupti", "-o", str(run), "--", *command],
+                   timeout=timeout, stdout_path=work / "stdout.log", stderr_path=work / "stderr.log")
+    info: dict[str, Any] = {"seconds": res.seconds, "exit": res.returncode}
+    try:
+        cmd = json.loads((run / "command.json").read_text())
+    except (OSError, ValueError):
+        return info | {"error": res.stderr()[-400:]}
+    info["command_s"] = cmd.get("seconds")
+    info["processes"] = {}
+    for p in cmd.get("processes", []):
+        marker = json.loads((run / "procs" / f"{p['file']}.json").read_text())
+        info["processes"][role(p)] = {"outcome": p.get("outcome"), **costs(marker)}
+    return info
+
+
+def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    untraced = [r["seconds"] for r in runs if r["mode"] == "untraced"]
+    tr = [r for r in runs if r["mode"] == "traced" and "command_s" in r]
+    out: dict[str, Any] = {"untraced_s": statistics.median(untraced) if untraced else None,
+                           "traced_s": statistics.median(r["seconds"] for r in tr) if tr else None,
+                           "traced_command_s": statistics.median(r["command_s"] for r in tr) if tr else None}
+    roles = sorted({k for r in tr for k in r["processes"]})
+    out["per_process"] = {k: {c: statistics.median(r["processes"][k][c] for r in tr if k in r["processes"])
+                              for c in (*COSTS, "alive_s", "kernels")} for k in roles}
+    if out["untraced_s"] and out["traced_s"]:
+        out["traced/untraced"] = out["traced_s"] / out["untraced_s"]
+        out["command/untraced"] = out["traced_command_s"] / out["untraced_s"]
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--nproc", type=int, default=2)
+    ap.add_argument("--steps", type=int, default=3)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--json")
+    args = ap.parse_args()
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", str(args.nproc), str(PROGRAM),
+               "--steps", str(args.steps)]
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tracer-bench-ddp-") as tmp:
+        for rep in range(args.repeats):  # interleaved, so drift hits both alike
+            work = Path(tmp) / f"untraced-{rep}"
+            work.mkdir()
+            res = proc.run(command, timeout=args.timeout, stdout_path=work / "stdout.log", stderr_path=work / "stderr.log")
+            runs.append({"mode": "untraced", "repeat": rep, "seconds": res.seconds, "exit": res.returncode})
+            work = Path(tmp) / f"traced-{rep}"
+            work.mkdir()
+            runs.append({"mode": "traced", "repeat": rep, **traced(command, work, args.timeout)})
+            for r in runs[-2:]:
+                print(f"{r['mode']:<9} repeat {rep}: {r['seconds']:7.2f} s exit {r['exit']}"
+                      + (f" (command {r.get('command_s')} s)" if r["mode"] == "traced" else ""), flush=True)
+            if args.json:
+                Path(args.json).write_text(json.dumps({"command": command, "runs": runs, "partial": True}, indent=1))
+    med = medians(runs)
+    print(f"untraced {med['untraced_s']:.2f} s, traced (tracer trace run) {med['traced_s']:.2f} s, "
+          f"the traced command alone {med['traced_command_s']:.2f} s")
+    if "traced/untraced" in med:
+        print(f"traced/untraced {med['traced/untraced']:.3f}x (goal <= 1.05: {'met' if med['traced/untraced'] <= 1.05 else 'NOT met'}), "
+              f"command/untraced {med['command/untraced']:.3f}x")
+    print("per process (medians, s): " + " ".join(f"{c:>12}" for c in (*COSTS, "alive_s", "kernels")))
+    for k, row in med["per_process"].items():
+        print(f"  {k:<24}" + " ".join(f"{row[c]:>12.3f}" for c in (*COSTS, "alive_s", "kernels")))
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": command, "runs": runs, "medians": med}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,179 @@
+"""Capture overhead of `trace run --memory`, side by side in one run, with where the time goes.
+
+The same workload untraced, under plain CUPTI (API records without getters: the default; and with
+every API call, as before), under --memory with all its parts, with the dispatch mode only, with
+everything but the dispatch mode, and under PyTorch's CUDA stream sanitizer (CSAN). Repetitions are
+interleaved; medians. Each run gives its wall time (the process, start to exit), the workload's own
+time (engine and steps, from `tracer run --json`: the steady part) and, for traced runs, the traced
+process's timing from its marker (bootstrap, CUPTI start, hooks, periodic flushes, the exit's flush
+and write). Goal: --memory at most 1.5x plain CUPTI and below CSAN (wall).
+
+Run on a GPU machine:
+    python scripts/bench_memory_capture.py [--repeats 2] [--modes a,b] [--json OUT.json] [-- WORKLOAD ARGS...]
+(default workload: linear_backward --steps 3)."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from tracer import proc
+from tracer.capture.launcher import capture_run
+from tracer.capture.options import MEMORY_PARTS, CaptureOptions
+
+DEFAULT = ["linear_backward", "--steps", "3"]
+BASE = CaptureOptions()
+MODES: dict[str, CaptureOptions | None] = {  # None: not traced by tracer; the essentials first (a cut-off run keeps them)
+    "untraced": None,
+    "cupti": BASE,
+    "memory": replace(BASE, memory=True),
+    "csan": None,
+    "cupti-allapis": replace(BASE, apis="all"),
+    "memory-dispatch-only": replace(BASE, memory=True, parts=("dispatch",)),
+    "memory-no-dispatch": replace(BASE, memory=True, parts=tuple(p for p in MEMORY_PARTS if p != "dispatch")),
+}
+PHASES = ("startup_s", "bootstrap", "cupti_import", "cupti_start", "torch_hooks", "periodic_flush", "exit_synchronize",
+          "exit_flush", "exit_memory_tables", "exit_write", "exit_total")
+HOOKS = ("dispatch", "api_callbacks", "allocator", "record_conversion")
+
+
+def workload_seconds(stdout: str) -> float | None:
+    """`tracer run --json` prints its report; its `seconds` is the engine and the steps."""
+    try:
+        return float(json.loads(stdout[stdout.index("{"):])["seconds"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = False) -> dict[str, Any]:
+    work.mkdir(parents=True)
+    logs = work / "logs"
+    logs.mkdir()
+    options = MODES[mode]
+    if options is not None and fake:  # the script's own check on a machine without a GPU
+        options = replace(options, backend="fake", devices=("cpu",), lazy=False)
+    if options is None:
+        env = dict(os.environ) | ({"TORCH_CUDA_SANITIZER": "1"} if mode == "csan" else {})
+        res = proc.run(command, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env)
+        extra = {"csan_races": res.stderr().count("CSAN detected a possible data race")} if mode == "csan" else {}
+        return {"seconds": res.seconds, "exit": res.returncode, "workload_s": workload_seconds(res.stdout()), **extra}
+    captured = capture_run(command, work, logs, timeout, options=options)
+    info: dict[str, Any] = {"seconds": captured.proc.seconds, "exit": captured.proc.returncode,
+                            "workload_s": workload_seconds((logs / "stdout.log").read_text(errors="replace"))}
+    if captured.trace is not None:
+        info |= trace_counts(captured.trace, options.memory)
+    root = [m for m in captured.processes if m.get("ppid") == os.getpid()]  # the command's own process
+    if root:
+        marker = json.loads((work / "procs" / f"{root[0]['file']}.json").read_text())
+        info["timing"] = marker.get("timing", {})
+    return info
+
+
+def trace_counts(db: Path, memory: bool) -> dict[str, Any]:
+    con = sqlite3.connect(db)
+    try:
+        one_ = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+        out = {"trace_mb": round(db.stat().st_size / 2**20, 2), "kernels": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
+               "api_records": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+        if memory:
+            out["ops"] = one_("SELECT COUNT(*) FROM TRACER_OPS")
+            out["ext_correlations"] = one_("SELECT COUNT(*) FROM TRACER_EXTERNAL_CORRELATION")
+        return out
+    finally:
+        con.close()
+
+
+def breakdown(timing: dict[str, Any]) -> dict[str, float]:
+    """Seconds per phase and hook of one traced run (absent ones: 0)."""
+    phases = timing.get("phases_s", {})
+    out = {p: float(timing.get(p) or 0.0) if p == "startup_s" else float(phases.get(p, 0.0)) for p in PHASES}
+    hooks = timing.get("hooks", {})
+    out |= {f"{h}_s": float(hooks.get(h, {}).get("s", 0.0)) for h in HOOKS}
+    out |= {f"{h}_calls": float(hooks.get(h, {}).get("calls", 0)) for h in HOOKS}
+    return out
+
+
+def table(runs: list[dict[str, Any]], modes: list[str]) -> dict[str, dict[str, float | None]]:
+    """Per mode: median wall, workload and fixed (wall - workload) seconds, and the median breakdown."""
+    out: dict[str, dict[str, float | None]] = {}
+    for mode in modes:
+        mine = [r for r in runs if r["mode"] == mode]
+        row: dict[str, float | None] = {"wall": statistics.median(r["seconds"] for r in mine)}
+        work = [r["workload_s"] for r in mine if r.get("workload_s") is not None]
+        row["workload"] = statistics.median(work) if work else None
+        row["fixed"] = row["wall"] - row["workload"] if row["workload"] is not None else None  # type: ignore[operator]
+        parts = [breakdown(r["timing"]) for r in mine if r.get("timing")]
+        for key in (parts[0] if parts else {}):
+            row[key] = statistics.median(p[key] for p in parts)
+        out[mode] = row
+    return out
+
+
+def show(rows: dict[str, dict[str, float | None]]) -> None:
+    cols = ["wall", "workload", "fixed", *PHASES, *(f"{h}_s" for h in HOOKS)]
+    print("seconds (medians)".ljust(22) + "".join(f"{c[:12]:>13}" for c in cols))
+    for mode, row in rows.items():
+        cells = "".join(f"{row[c]:>13.3f}" if row.get(c) is not None else f"{'-':>13}" for c in cols)
+        print(f"{mode:<22}{cells}")
+    for mode, row in rows.items():
+        calls = {h: int(row[f"{h}_calls"] or 0) for h in HOOKS if row.get(f"{h}_calls")}
+        if calls:
+            print(f"  {mode}: hook calls {calls}")
+
+
+def ratios(rows: dict[str, dict[str, float | None]]) -> dict[str, float]:
+    def r(a: str, b: str, col: str) -> tuple[str, float] | None:
+        x, y = rows.get(a, {}).get(col), rows.get(b, {}).get(col)
+        return (f"{a}/{b} {col}", x / y) if x and y else None
+
+    pairs = [("cupti", "untraced"), ("memory", "cupti"), ("memory", "csan"), ("csan", "untraced"),
+             ("cupti-allapis", "cupti"), ("memory-dispatch-only", "cupti"), ("memory-no-dispatch", "cupti")]
+    return dict(x for a, b in pairs for col in ("wall", "workload") if (x := r(a, b, col)))
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--timeout", type=float, default=300)
+    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
+    ap.add_argument("--json")
+    ap.add_argument("--fake", action="store_true", help="the fake backend (checking this script without a GPU)")
+    ap.add_argument("workload", nargs="*", help="after --: workload and its options (default: linear_backward --steps 3)")
+    args = ap.parse_args()
+    modes = [m for m in args.modes.split(",") if m in MODES]
+    command = [sys.executable, "-m", "tracer", "run", *(args.workload or DEFAULT), "--no-fail-on-check", "--json"]
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tracer-bench-memory-") as tmp:
+        one("untraced", command, Path(tmp) / "warmup", args.timeout)  # kernel caches, page cache
+        for rep in range(args.repeats):  # interleaved, so drift hits every mode alike
+            for mode in modes:
+                info = one(mode, command, Path(tmp) / f"{mode}-{rep}", args.timeout, args.fake)
+                runs.append({"mode": mode, "repeat": rep, **info})
+                print(f"{mode:<22} repeat {rep}: {info['seconds']:7.2f} s (workload {info.get('workload_s')}) exit {info['exit']} "
+                      f"{ {k: v for k, v in info.items() if k not in ('seconds', 'exit', 'timing', 'workload_s')} }", flush=True)
+                if args.json:  # what was measured survives a cut-off run
+                    Path(args.json).write_text(json.dumps({"command": command, "runs": runs, "partial": True}, indent=1))
+    rows = table(runs, modes)
+    show(rows)
+    rat = ratios(rows)
+    print(" ".join(f"{k} {v:.2f}x" for k, v in rat.items()))
+    wall = {k: v for k, v in rat.items() if k.endswith(" wall")}
+    if "memory/cupti wall" in wall and "memory/csan wall" in wall:
+        print(f"goal: memory/cupti <= 1.5: {'met' if wall['memory/cupti wall'] <= 1.5 else 'NOT met'}; "
+              f"memory below csan: {'met' if wall['memory/csan wall'] < 1 else 'NOT met'}")
+    if any(r["mode"] == "csan" and r["exit"] not in (0, None) for r in runs):
+        print("note: CSAN exited non-zero (it stops at the first race it reports): its time covers less work")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": command, "runs": runs, "table": rows, "ratios": rat}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

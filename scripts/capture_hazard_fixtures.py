@@ -1,0 +1,119 @@
+"""Capture the hazard test programs (tests/gpu/programs/) and two seed workloads under
+`--memory` as small traces for the CPU tests of the hazard analysis; regenerates tests/data/hazards/.
+
+Run on a GPU machine:  python scripts/capture_hazard_fixtures.py [OUT_DIR]  (default tests/data/hazards)
+Or collect the run directories scripts/device_capture.sh made (RUNS/NAME, RUNS/seed-NAME):
+    python scripts/capture_hazard_fixtures.py OUT_DIR --from RUNS
+Fixtures name no machine's paths: the checkout's and the interpreter's folders are cut from the
+strings of every trace (call sites) and JSON file (argv) collected; on files copied by hand:
+    python scripts/capture_hazard_fixtures.py --strip-paths FILE_OR_DIR... --prefix /checkout/ --prefix /venv/bin/
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests" / "gpu"))
+
+from memory_tables import EXPECTED, MAY, PROGRAMS, raw_verdict  # noqa: E402
+from tracer.capture.launcher import capture_run  # noqa: E402
+
+WORKLOADS = {
+    "planted_cross_stream": ["planted_cross_stream", "--shape", "1024x1024x1024", "--steps", "2"],
+    "event_ordered_dgrad": ["event_ordered_dgrad", "--shape", "1024x1024x1024", "--steps", "2"],
+}
+
+
+def capture(name: str, command: list[str], out: Path) -> dict:
+    work = out / f".{name}"
+    (work / "logs").mkdir(parents=True, exist_ok=True)
+    res = capture_run(command, work, work / "logs", 300, memory=True)
+    entry: dict = {"exit": res.proc.returncode, "seconds": round(res.proc.seconds, 1)}
+    if res.trace is None:
+        entry["error"] = (work / "logs" / "stderr.log").read_text()[-500:]
+        return entry
+    res.trace.replace(out / f"{name}.sqlite")
+    shutil.rmtree(work)
+    return entry | described(name, out / f"{name}.sqlite")
+
+
+def described(name: str, trace: Path) -> dict:
+    if name not in EXPECTED:
+        return {}
+    ok, seen = raw_verdict(name, trace)
+    return {"expected": sorted(EXPECTED[name]), "may": name in MAY, "raw_ok": ok, "raw_seen": seen}
+
+
+def collect(runs: Path, out: Path) -> dict:
+    """The traces of run directories made elsewhere (scripts/device_capture.sh)."""
+    done = {}
+    for name in [*EXPECTED, *WORKLOADS]:
+        run = runs / (name if name in EXPECTED else f"seed-{name}")
+        command = run / "command.json"
+        if not (run / "trace.sqlite").is_file():
+            done[name] = {"error": f"no trace in {run}"}
+            continue
+        shutil.copyfile(run / "trace.sqlite", out / f"{name}.sqlite")
+        info = json.loads(command.read_text()) if command.is_file() else {}
+        done[name] = {"exit": info.get("exit"), "seconds": info.get("seconds")} | described(name, out / f"{name}.sqlite")
+    return done
+
+
+def strip_paths(path: Path, prefixes: list[str]) -> None:
+    """Cut machine folders (`prefixes`) from a trace's strings or a JSON file's text."""
+    if path.suffix == ".sqlite":
+        con = sqlite3.connect(path)
+        with con:
+            for prefix in prefixes:
+                con.execute("UPDATE StringIds SET value = REPLACE(value, ?, '') WHERE instr(value, ?) > 0", (prefix, prefix))
+        con.execute("VACUUM")
+        con.close()
+    elif path.suffix == ".json":
+        text = path.read_text()
+        for prefix in prefixes:
+            text = text.replace(prefix, "")
+        path.write_text(text)
+
+
+def default_prefixes() -> list[str]:
+    return [f"{ROOT}/", f"{Path(sys.executable).parent}/"]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out", nargs="?", type=Path, default=ROOT / "tests" / "data" / "hazards")
+    ap.add_argument("--from", dest="runs", type=Path, help="collect these run directories instead of capturing")
+    ap.add_argument("--strip-paths", nargs="+", type=Path, help="only cut machine folders from these files or folders")
+    ap.add_argument("--prefix", action="append", help="a folder to cut (default: the checkout and the interpreter's)")
+    args = ap.parse_args()
+    prefixes = args.prefix or default_prefixes()
+    if args.strip_paths:
+        for target in args.strip_paths:
+            for f in ([target] if target.is_file() else sorted(target.rglob("*"))):
+                strip_paths(f, prefixes)
+        return 0
+    out = args.out
+    out.mkdir(parents=True, exist_ok=True)
+    jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in EXPECTED}
+    jobs |= {name: [sys.executable, "-m", "tracer", "run", *a, "--no-fail-on-check"] for name, a in WORKLOADS.items()}
+    if args.runs is not None:
+        done = collect(args.runs, out)
+    else:
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            done = dict(zip(jobs, pool.map(lambda kv: capture(kv[0], kv[1], out), jobs.items())))
+    for name, entry in done.items():
+        print(name, entry, flush=True)
+    (out / "captures.json").write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+    for f in sorted(out.glob("*.sqlite")):
+        strip_paths(f, prefixes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,259 @@
+"""CUPTI callback API for `--memory`: kernel launches outside any recorded op (their pointer-sized
+arguments), event records, and event/stream queries that returned success.
+
+Layouts (CUPTI and driver headers; checked on an H200 with cupti-python 13.0): CUpti_CallbackData
+has functionParams at +16 and functionReturnValue at +24; cuLaunchKernel_params: f +0,
+kernelParams +48, extra +56; cuLaunchKernelEx_params: f +8, kernelParams +16, extra +24;
+cu/cudaEventRecord: event +0; cu/cudaEventQuery: event +0; cu/cudaStreamQuery: stream +0.
+Runtime launches arrive as nested driver launch callbacks with the same correlation id, so the
+four driver launch APIs see every launch. Every read is guarded: a failure is counted, never
+raised into the program."""
+from __future__ import annotations
+
+import ctypes
+import re
+import struct
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tracer.capture.memory import MemoryRecorder
+from tracer.capture.records import HostQueryKind, HostQueryRec
+
+LAUNCH = {"cuLaunchKernel": False, "cuLaunchKernel_ptsz": False, "cuLaunchKernelEx": True, "cuLaunchKernelEx_ptsz": True}
+EVENT_RECORD = ("cuEventRecord", "cuEventRecord_ptsz", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz",
+                "cudaEventRecord", "cudaEventRecord_ptsz", "cudaEventRecordWithFlags", "cudaEventRecordWithFlags_ptsz")
+EVENT_QUERY = ("cuEventQuery", "cudaEventQuery")
+STREAM_QUERY = ("cuStreamQuery", "cuStreamQuery_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz")
+MAX_PARAMS = 1024
+MAX_PARAM_BYTES = 32768  # CUDA's kernel parameter limit (32764 bytes)
+CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
+ENTER = 0
+
+Layout = tuple[tuple[int, int], ...]  # (offset, size) per parameter
+
+
+def u64(address: int) -> int:
+    return ctypes.c_uint64.from_address(address).value
+
+
+def i32(address: int) -> int:
+    return ctypes.c_int32.from_address(address).value
+
+
+def api_name(member: str) -> str:
+    """Enum member -> API name: `cudaEventRecord_v3020` -> `cudaEventRecord`,
+    `_runtime_api_trace_cbid__cudaLaunchKernel_v13000` -> `cudaLaunchKernel`."""
+    name = member.split("__")[-1].lstrip("_")
+    return re.sub(r"_v\d+$", "", name)
+
+
+def cbids(enum_cls: Any, wanted: tuple[str, ...] | dict) -> dict[int, str]:
+    out: dict[int, str] = {}
+    for member in getattr(enum_cls, "__members__", {}):
+        name = api_name(member)
+        if name in wanted:
+            out[int(getattr(enum_cls, member))] = name
+    return out
+
+
+def aligned_words(raw: bytes, first: int = 0) -> list[int]:
+    """The 8-byte little-endian words of raw starting at byte `first`."""
+    n = (len(raw) - first) // 8
+    return list(struct.unpack_from(f"<{n}Q", raw, first)) if n > 0 else []
+
+
+def argument_words(layout: Layout, kernel_params: int) -> list[int]:
+    """Every 8-byte-aligned word of every argument at least 8 bytes long (pointers, and pointers
+    inside structs passed by value); kernelParams[i] points at argument i's value."""
+    words: list[int] = []
+    total = 0
+    for i, (offset, size) in enumerate(layout):
+        if size < 8:
+            continue
+        total += size
+        if total > MAX_PARAM_BYTES:
+            break
+        value = u64(kernel_params + 8 * i)
+        if value:
+            words += aligned_words(ctypes.string_at(value, size), (-offset) % 8)
+    return words
+
+
+def extra_words(extra: int) -> list[int] | None:
+    """`extra` = {CU_LAUNCH_PARAM_BUFFER_POINTER, buf, CU_LAUNCH_PARAM_BUFFER_SIZE, &size, END}."""
+    buf = size = 0
+    for i in range(0, 16, 2):
+        key = u64(extra + 8 * i)
+        if key == CU_LAUNCH_PARAM_END:
+            break
+        value = u64(extra + 8 * (i + 1))
+        if key == CU_LAUNCH_PARAM_BUFFER_POINTER:
+            buf = value
+        elif key == CU_LAUNCH_PARAM_BUFFER_SIZE and value:
+            size = u64(value)
+    if not buf or not 0 < size <= MAX_PARAM_BYTES:
+        return None
+    return aligned_words(ctypes.string_at(buf, size))
+
+
+def driver_param_layout(f: int) -> tuple[Layout | None, str]:
+    """(layout, method) or (None, why): cuFuncGetParamInfo on a CUfunction; runtime and
+    cuda.core launches pass library kernels (CUkernel), tried with cuKernelGetParamInfo, then
+    through cuKernelGetFunction."""
+    from cuda.bindings import driver as d
+
+    def via_function(i: int) -> tuple:
+        err, func = d.cuKernelGetFunction(d.CUkernel(f))
+        return (err, 0, 0) if err != d.CUresult.CUDA_SUCCESS else d.cuFuncGetParamInfo(func, i)
+
+    attempts: list[tuple[str, Callable[[int], tuple]]] = [
+        ("cuFuncGetParamInfo", lambda i: d.cuFuncGetParamInfo(d.CUfunction(f), i)),
+        ("cuKernelGetParamInfo", lambda i: d.cuKernelGetParamInfo(d.CUkernel(f), i)),
+        ("cuKernelGetFunction", via_function),
+    ]
+    return walk_layouts(attempts, int(d.CUresult.CUDA_SUCCESS), int(d.CUresult.CUDA_ERROR_INVALID_VALUE))
+
+
+def walk_layouts(attempts: list[tuple[str, Callable[[int], tuple]]], ok: int, past_end: int) -> tuple[Layout | None, str]:
+    """Parameter i = 0, 1, ... until `past_end`; a method that fails on parameter 0 hands over to
+    the next one, and only when all say `past_end` there does the kernel take no parameters."""
+    reasons: list[str] = []
+    empty = None
+    for method, get in attempts:
+        layout: list[tuple[int, int]] = []
+        for i in range(MAX_PARAMS):
+            try:
+                err, offset, size = get(i)
+            except Exception as exc:  # a binding without this call
+                err, offset, size = f"{type(exc).__name__}: {exc}", 0, 0
+            code = int(err) if not isinstance(err, str) else -1
+            if code == ok:
+                layout.append((int(offset), int(size)))
+                continue
+            if code == past_end and layout:
+                return tuple(layout), method
+            if code == past_end:
+                empty = empty or method
+            else:
+                reasons.append(f"{method}: {err if isinstance(err, str) else code}")
+            break
+    if empty is not None and len(reasons) < len(attempts):
+        return (), empty
+    return None, "; ".join(reasons) or "no parameter info"
+
+
+ROLE_APIS = {"launch": tuple(LAUNCH), "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
+
+
+class ApiCallbacks:
+    """One CUPTI subscriber for the launch, event-record and query APIs (`roles`: which of them)."""
+
+    def __init__(self, cupti: Any, rec: MemoryRecorder,
+                 param_layout: Callable[[int], tuple[Layout | None, str]] = driver_param_layout, *,
+                 roles: tuple[str, ...] = tuple(ROLE_APIS), hook: list[float] | None = None) -> None:
+        self.cupti, self.rec, self.param_layout = cupti, rec, param_layout
+        self.wanted = tuple(name for role in roles for name in ROLE_APIS[role])
+        self.hook = hook if hook is not None else [0, 0.0]  # [calls, seconds] (Timing)
+        self.layouts: dict[int, tuple[Layout | None, str]] = {}
+        self.roles: dict[tuple[int, int], tuple[str, str]] = {}
+        self.enter_ts: dict[int, int] = {}
+        self.subscriber: Any = None
+
+    def subscribe(self) -> None:
+        c = self.cupti
+        drv, rt = int(c.CallbackDomain.DRIVER_API), int(c.CallbackDomain.RUNTIME_API)
+        for domain, enum_cls in ((drv, c.driver_api_trace_cbid), (rt, c.runtime_api_trace_cbid)):
+            for cbid, name in cbids(enum_cls, self.wanted).items():
+                self.roles[(domain, cbid)] = (self._role(name), name)
+        self.subscriber = c.subscribe(self.callback, None)
+        for domain, cbid in self.roles:
+            try:
+                c.enable_callback(1, self.subscriber, domain, cbid)
+            except Exception as exc:
+                self.rec.count_error(f"enable_callback_{domain}_{cbid}", exc)
+
+    @staticmethod
+    def _role(name: str) -> str:
+        if name in LAUNCH:
+            return "launch_ex" if LAUNCH[name] else "launch"
+        if name in EVENT_RECORD:
+            return "record"
+        return "event_query" if name in EVENT_QUERY else "stream_query"
+
+    def unsubscribe(self) -> None:
+        if self.subscriber is not None:
+            self.cupti.unsubscribe(self.subscriber)
+            self.subscriber = None
+
+    def callback(self, userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            role, name = self.roles[(int(domain), int(cbid))]
+            if role[0] == "l":  # launch, launch_ex: the hot path
+                if cbdata.callback_site == ENTER and not self.rec.tls.depth:
+                    self.on_launch(role == "launch_ex", cbdata)
+            elif role == "record":
+                self.on_record(cbdata)
+            else:
+                self.on_query(role, name, cbdata)
+        except Exception as exc:  # never into the program
+            self.rec.count_error("api_callback", exc)
+        hook = self.hook
+        hook[0] += 1
+        hook[1] += time.perf_counter() - t0
+
+    def on_launch(self, ex: bool, cbdata: Any) -> None:
+        params = u64(int(cbdata.ptr) + 16)
+        f, kp, extra = (u64(params + 8), u64(params + 16), u64(params + 24)) if ex else \
+            (u64(params), u64(params + 48), u64(params + 56))
+        corr, name = cbdata.correlation_id, cbdata.symbol_name or "?"
+        if kp:
+            layout, how = self.layouts.get(f) or self.layouts.setdefault(f, self.param_layout(f))
+            self.rec.counters[f"paraminfo_{how if layout is not None else 'failed'}"] += 1
+            if layout is None:
+                self.rec.unknown_launch(corr, name, f"parameter layout unavailable ({how})")
+                return
+            words = argument_words(layout, kp)
+        elif extra:
+            found = extra_words(extra)
+            if found is None:
+                self.rec.unknown_launch(corr, name, "extra argument buffer unreadable")
+                return
+            words = found
+        else:
+            words = []
+        self.rec.launch_args(corr, name, words)
+
+    def _returned(self, cbdata: Any) -> int:
+        rv = u64(int(cbdata.ptr) + 24)
+        return i32(rv) if rv else -1
+
+    def on_record(self, cbdata: Any) -> None:
+        if cbdata.callback_site != ENTER and self._returned(cbdata) == 0:
+            self.rec.event_recorded(u64(u64(int(cbdata.ptr) + 16)), cbdata.correlation_id)
+
+    def on_query(self, role: str, name: str, cbdata: Any) -> None:
+        corr = cbdata.correlation_id
+        if cbdata.callback_site == ENTER:
+            self.enter_ts.setdefault(corr, self.rec.clock())
+            return
+        start = self.enter_ts.pop(corr, None)
+        if self._returned(cbdata) != 0:
+            return
+        now = self.rec.clock()
+        handle = u64(u64(int(cbdata.ptr) + 16))
+        if role == "event_query":
+            q = HostQueryRec(corr, HostQueryKind.EVENT, self.rec.event_records.get(handle, -1), -1, start or now, now,
+                             self.rec.thread_id())
+        else:
+            q = HostQueryRec(corr, HostQueryKind.STREAM, -1, self._stream_id(cbdata, handle, name), start or now, now,
+                             self.rec.thread_id())
+        self.rec.query_done(q)
+
+    def _stream_id(self, cbdata: Any, handle: int, name: str) -> int:
+        try:
+            return int(self.cupti.get_stream_id_ex(cbdata.context, handle, int(name.endswith("_ptsz"))))
+        except Exception as exc:
+            self.rec.count_error("stream_id", exc)
+            return -1

@@ -1,0 +1,393 @@
+"""`trace run` with the CUPTI backend: the command runs as given, with the capture bootstrap on
+PYTHONPATH, so every Python process it starts (children of children too) writes its own trace
+into RUN/procs/ (session.py). Meanwhile the process tree is sampled, so descendants that never
+wrote a marker (non-Python programs) are listed as untraced instead of silently missed. After the
+command, what a process that died left (its last flushed records) is completed and marked
+partial, and every process gets an outcome. When exactly one process recorded kernels its trace
+becomes RUN/trace.sqlite, as single-process runs always were; several make a job."""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tracer import proc
+from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
+from tracer.errors import UsageError
+from tracer.store.rundir import environment, write_json
+
+BOOT = Path(__file__).resolve().parent / "boot"
+ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package
+SAMPLE_S = 0.2
+LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
+PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+ENVIRONMENT = "import json; from tracer.store.rundir import environment; print(json.dumps(environment(), default=str))"
+ENV_PROBE = "tracer-environment-probe"  # its argv[1], so the tree sampler leaves it out of the command's processes
+
+
+def resolve_command(command: list[str]) -> list[str]:
+    """The command as given, except that a bare `python`/`python3`, a .py script or `-m`/`-c`
+    run with tracer's own interpreter (the one with cupti-python, as the runpy capture did)."""
+    if not command:
+        raise UsageError("no command given after --")
+    first = command[0]
+    if first in PYTHON_NAMES:
+        return [sys.executable, *command[1:]]
+    if first in ("-m", "-c") or (first.endswith(".py") and not os.access(first, os.X_OK)):
+        return [sys.executable, *command]
+    return list(command)
+
+
+def capture_env(procs: Path, options: CaptureOptions, base: dict[str, str] | None = None) -> dict[str, str]:
+    env = dict(os.environ if base is None else base)
+    paths = [str(BOOT), str(ROOT)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
+    env["PYTHONPATH"] = os.pathsep.join(paths)
+    env[ENV_DIR] = str(procs)
+    env[ENV_OPTIONS] = options.to_env()
+    env["PYTHONUNBUFFERED"] = "1"
+    if options.backend == "cupti":
+        from tracer.capture.cupti import find_libcupti
+
+        env["NVTX_INJECTION64_PATH"] = find_libcupti()
+    return env
+
+
+def _proc_table() -> dict[int, tuple[int, int, str]]:
+    """pid -> (ppid, session id, comm), from /proc/*/stat."""
+    table: dict[int, tuple[int, int, str]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            text = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        close = text.rfind(")")
+        fields = text[close + 2:].split()
+        table[int(entry)] = (int(fields[1]), int(fields[3]), text[text.find("(") + 1:close])
+    return table
+
+
+class TreeSampler(threading.Thread):
+    """Descendants of this process (and members of the sessions its children lead: orphans stay
+    there), sampled every SAMPLE_S seconds while the command runs."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True, name="tracer-tree-sampler")
+        self.me = os.getpid()
+        self.seen: dict[int, dict[str, Any]] = {}
+        self.probes: dict[int, bool] = {}
+        self.own_cmdline = _cmdline(self.me)
+        self.root: int | None = None
+        self.sessions: set[int] = set()  # kept: orphans stay in their session after its leader exits
+        self.lock = threading.Lock()  # sample() also runs on the caller's thread (linger)
+        self.stopping = threading.Event()
+        self.available = Path("/proc/self/stat").is_file()
+
+    def run(self) -> None:
+        while self.available and not self.stopping.is_set():
+            self.sample()
+            self.stopping.wait(SAMPLE_S)
+
+    def sample(self) -> None:
+        try:
+            table = _proc_table()
+        except OSError:
+            return
+        with self.lock:
+            self._add(table)
+
+    def _add(self, table: dict[int, tuple[int, int, str]]) -> None:
+        kids: dict[int, list[int]] = {}
+        for pid, (ppid, _, _) in table.items():
+            kids.setdefault(ppid, []).append(pid)
+        direct = [pid for pid in kids.get(self.me, []) if not self._probe(pid)]
+        if self.root is None and direct:
+            self.root = min(direct)
+        self.sessions |= {pid for pid in direct if table[pid][1] == pid}
+        sids = self.sessions
+        found, todo = set(), list(direct)
+        while todo:
+            pid = todo.pop()
+            if pid not in found:
+                found.add(pid)
+                todo += kids.get(pid, [])
+        found |= {pid for pid, (_, sid, _) in table.items() if sid in sids}
+        for pid in found - self.seen.keys():
+            self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
+
+    def _probe(self, pid: int) -> bool:
+        """tracer's own helper process (describe_environment), not part of the command. A child
+        not yet past its exec still shows this process's command line: asked again later."""
+        if pid not in self.probes:
+            cmdline = _cmdline(pid)
+            if cmdline == self.own_cmdline:
+                return False
+            self.probes[pid] = ENV_PROBE in cmdline
+            if self.probes[pid]:
+                self.seen.pop(pid, None)
+        return self.probes[pid]
+
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.is_alive():
+            self.join(timeout=5)
+        if self.available:
+            self.sample()
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return []
+    return [a.decode(errors="replace") for a in raw.split(b"\0") if a][:20]
+
+
+def read_markers(procs: Path) -> list[dict[str, Any]]:
+    out = []
+    for path in sorted(procs.glob("*.json")):
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        if isinstance(data, dict):
+            out.append({**data, "file": path.stem})
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return Path(f"/proc/{pid}").exists() and not _zombie(pid)
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return text[text.rfind(")") + 2:].startswith("Z")
+
+
+def _pythonic(info: dict[str, Any]) -> bool:
+    return "python" in info["comm"] or any("python" in Path(a).name for a in info["cmdline"][:1])
+
+
+def wait_for_writers(procs: Path, seen: dict[int, dict[str, Any]], deadline: float) -> None:
+    """Traced processes still running after the command returned (orphans, daemons) may still
+    be writing their traces: wait for them (and for Python descendants yet to write a marker),
+    up to the deadline. Non-Python leftovers are not waited for."""
+    while time.monotonic() < deadline:
+        markers = {int(m.get("pid", 0)): m for m in read_markers(procs)}
+        running = [pid for pid, m in markers.items() if m.get("state") == "running" and _alive(pid)]
+        running += [pid for pid, info in list(seen.items())  # a copy: the sampler may still be adding
+                    if pid not in markers and _pythonic(info) and _alive(pid)]
+        if not running:
+            return
+        time.sleep(SAMPLE_S)
+
+
+@dataclass(frozen=True)
+class CaptureResult:
+    proc: proc.ProcResult
+    processes: tuple[dict[str, Any], ...]
+    untraced: tuple[dict[str, Any], ...]
+    trace: Path | None  # RUN/trace.sqlite when one process's trace stands for the run
+    job: bool  # several processes recorded kernels: their traces stay under RUN/procs/
+    options: CaptureOptions = field(default_factory=CaptureOptions)
+    sampled: bool = True
+    environment: dict[str, Any] = field(default_factory=dict)
+
+    def command_fields(self) -> dict[str, Any]:
+        """What command.json records about the processes of the run."""
+        keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
+                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "error")
+        return {"memory": self.options.memory, "job": self.job,
+                "processes": [{k: m.get(k) for k in keys} for m in self.processes],
+                "untraced": list(self.untraced),
+                "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
+                                  if self.sampled else "process tree not sampled (no /proc)")}
+
+    @property
+    def partial(self) -> bool:
+        return any(m.get("outcome") == "partial" for m in self.processes if m.get("kernels"))
+
+    def failure(self) -> str:
+        """Why the run cannot count as a clean capture ("" when it can): the command failed, or a
+        process that recorded kernels did not finish its trace."""
+        code = self.proc.returncode
+        why = [f"the traced command {'was killed by signal ' + str(-code) if code < 0 else 'exited ' + str(code)}"
+               ] if code not in (0, None) else []
+        died = [m["file"] for m in self.processes if m.get("outcome") in ("partial", "no trace")]
+        if died:
+            why.append(f"{len(died)} process(es) died before writing their trace: {', '.join(died)}")
+        return "; ".join(why)
+
+
+def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    traced = {int(m["pid"]) for m in markers if "pid" in m}
+    return [info for pid, info in sorted(seen.items()) if pid not in traced]
+
+
+def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[dict[str, Any]]:
+    """Every process's outcome once the command is over: complete, partial (it died; what it
+    flushed is completed and marked so, and its marker rewritten), no trace (it died before
+    flushing anything), no CUDA (it never used CUDA: nothing to trace), still running."""
+    from tracer.capture.nsys_schema import partial_path, salvage
+
+    out = []
+    for m in markers:
+        final = procs / f"{m['file']}.sqlite"
+        partial = partial_path(final)
+        alive = m.get("state") == "running" and _alive(int(m.get("pid", 0)))
+        kernels = None
+        if partial.is_file() and not final.is_file() and not alive:
+            note = (f"the process died before exiting: records up to its last flush (every {flush_s:g} s)"
+                    if m.get("state") == "running" else "the process did not finish writing its trace at exit")
+            kernels = salvage(partial, final, note)
+            if kernels is not None:
+                m = {**m, "kernels": kernels, "trace": final.name, "partial": note}
+        if m.get("state") == "running" and not alive:
+            m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None}
+        if kernels is not None or m.get("state") == "died":
+            write_json(procs / f"{m['file']}.json", m)
+        out.append({**m, "outcome": _outcome(m, final)})
+    return out
+
+
+def _outcome(m: dict[str, Any], final: Path) -> str:
+    if m.get("state") == "running":
+        return "still running"
+    if final.is_file():
+        return "partial" if m.get("partial") else "complete"
+    if m.get("state") == "exited" and m.get("trace") is None and not m.get("cuda"):
+        return "no CUDA"
+    return "no trace"
+
+
+def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None = None) -> tuple[dict[str, Any] | None, bool]:
+    """(the marker whose trace stands for the run, is it a job). Only a process that recorded
+    kernels can stand for the run: a launcher's empty trace never becomes the run's analysis."""
+    busy = [m for m in markers if (m.get("kernels") or 0) > 0 and (procs / f"{m['file']}.sqlite").is_file()]
+    if len(busy) > 1:
+        return None, True
+    return (busy[0] if busy else None), False
+
+
+def describe(m: dict[str, Any]) -> str:
+    """One line per process: who it is, how it ended, what its trace holds."""
+    who = f"rank {m['rank']}" if m.get("rank") is not None else ("fork child" if m.get("fork_child") else "process")
+    state, code = m.get("state"), m.get("exit")
+    if state == "died":
+        how = "died without exiting (SIGKILL or a crash)"
+    elif state == "exited" and m.get("ended") == "sigterm":
+        how = "stopped by SIGTERM"
+    elif state == "exited":
+        how = f"exited {code if code is not None else 0}"
+    else:
+        how = str(state)
+    kernels = m.get("kernels") or 0
+    what = {"complete": f"complete trace, {kernels} kernels", "partial": f"PARTIAL trace, {kernels} kernels (up to its last flush)",
+            "no trace": "NO TRACE", "no CUDA": "no CUDA use, nothing to trace", "still running": "still running: no trace"}
+    extra = f"; {m['untraced_cuda']}" if m.get("untraced_cuda") else ""
+    return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
+
+
+def outcome_summary(result: CaptureResult) -> str:
+    """One line: how many processes, and how many ended each way ("2 processes: 1 no CUDA, 1 no trace")."""
+    counts: dict[str, int] = {}
+    for m in result.processes:
+        counts[str(m.get("outcome"))] = counts.get(str(m.get("outcome")), 0) + 1
+    n = len(result.processes)
+    ways = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
+    return f"{n} traced process{'es' if n != 1 else ''}" + (f": {ways}" if ways else "") + \
+        (f"; {len(result.untraced)} untraced" if result.untraced else "")
+
+
+def describe_environment(run_dir: Path) -> dict[str, Any]:
+    """environment.json's content, read in a child process (it imports torch: seconds, on another
+    core and off this process's GIL, which the tree sampler needs); in this process if that fails."""
+    out, err = run_dir / ".environment.json", run_dir / ".environment.err"
+    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]]
+                                                                             if os.environ.get("PYTHONPATH") else []))}
+    env.pop(ENV_DIR, None)
+    try:
+        res = proc.run([sys.executable, "-c", ENVIRONMENT, ENV_PROBE], timeout=120, stdout_path=out, stderr_path=err, env=env)
+        data = json.loads(res.stdout()) if res.returncode == 0 else None
+    except (OSError, ValueError):
+        data = None
+    finally:
+        out.unlink(missing_ok=True)
+        err.unlink(missing_ok=True)
+    return data if isinstance(data, dict) else environment()
+
+
+def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
+                backend: str = "cupti", devices: tuple[str, ...] = ("cuda",),
+                options: CaptureOptions | None = None, describe: bool = False) -> CaptureResult:
+    """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
+    process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
+    benchmarks and tests) wins over memory/backend/devices. `describe`: also read what
+    environment.json holds, in a helper process while the command runs."""
+    options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
+    if options.backend == "cupti":
+        from tracer.capture.cupti import require_cupti_python
+
+        require_cupti_python()
+    argv = resolve_command(command)
+    procs = (run_dir / "procs").resolve()  # absolute: traced processes may change their working directory
+    procs.mkdir(parents=True, exist_ok=True)
+    env = capture_env(procs, options)
+    env_info: dict[str, Any] = {}
+    described = threading.Thread(target=lambda: env_info.update(describe_environment(run_dir)), daemon=True,
+                                 name="tracer-environment")
+    if describe:
+        described.start()  # versions and the GPU (imports torch): while the command runs, not after it
+    sampler = TreeSampler()
+    sampler.start()
+    start = time.monotonic()
+
+    def linger(deadline: float) -> None:  # before proc.run ends what the command left in its group
+        sampler.sample()  # now, not at the next tick: what the command left running
+        wait_for_writers(procs, sampler.seen, min(deadline, time.monotonic() + LINGER_S))
+
+    try:
+        res = proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env,
+                       linger=linger)
+    finally:
+        sampler.stop()
+    wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))  # those outside the group
+    markers = settle(procs, read_markers(procs), options.flush_s)
+    chosen, job = pick_trace(markers, procs, sampler.root)
+    trace = None
+    if chosen is not None:
+        trace = run_dir / "trace.sqlite"
+        (procs / f"{chosen['file']}.sqlite").replace(trace)
+        shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
+    if describe:
+        described.join()
+    return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
+                         sampler.available, env_info)
+
+
+def capture(command: list[str], out: Path, logs: Path, timeout: float, *, memory: bool = False) -> proc.ProcResult:
+    """Trace `command` (every Python process of it) and put the trace that stands for the run at
+    `out` (none when no process, or several, recorded kernels); stdout/stderr go to logs/. For one
+    file per process and their outcomes, see capture_run."""
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=f".{out.name}-") as tmp:
+        result = capture_run(command, Path(tmp), logs, timeout, memory=memory)
+        if result.trace is not None:
+            result.trace.replace(out)
+    return result.proc

@@ -1,0 +1,431 @@
+"""One capture session per traced Python process, started by the bootstrap
+(tracer/capture/boot/sitecustomize.py) when TRACER_CAPTURE_DIR is set.
+
+Each process writes `<dir>/<host>-<pid>[-r<RANK>].json` at start (a marker: the process ran) and
+rewrites it at exit. CUPTI starts at the process's first CUDA use (torch's CUDA initialisation, or
+the import of another CUDA library; CaptureOptions.lazy), so a process that never uses CUDA
+(torchrun's agent) pays for no CUPTI and writes no trace. Once started, records go every
+`flush_s` seconds into `<stem>.partial.sqlite` (committed batches), renamed `<stem>.sqlite` when
+the process finishes it at exit: a process that dies leaves what it flushed, which `trace run`
+completes and marks partial.
+
+A process never writes another's files: a fork child starts a fresh session under its own pid and
+drops what it inherited. Exit paths: atexit; multiprocessing's finalizers in fork children (they
+leave with os._exit); SIGTERM when the program has no handler of its own (torchrun stops its
+workers so), also when it arrives while the trace is being written (it waits for the write)."""
+from __future__ import annotations
+
+import atexit
+import importlib.abc
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from tracer.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
+from tracer.capture.timing import Timing
+
+RANK_VARS = (("rank", ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")),
+             ("local_rank", ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")),
+             ("world_size", ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")))
+
+_session: Session | None = None
+
+
+def _env_int(names: tuple[str, ...]) -> int | None:
+    for name in names:
+        value = os.environ.get(name, "")
+        if value.strip().lstrip("-").isdigit():
+            return int(value)
+    return None
+
+
+def identity() -> dict[str, Any]:
+    info: dict[str, Any] = {"pid": os.getpid(), "ppid": os.getppid(), "host": socket.gethostname()}
+    for key, names in RANK_VARS:
+        info[key] = _env_int(names)
+    return info
+
+
+def file_stem(host: str, pid: int, rank: int | None) -> str:
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
+    return f"{safe}-{pid}" + (f"-r{rank}" if rank is not None else "")
+
+
+def write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
+    tmp.replace(path)
+
+
+class Session:
+    def __init__(self, folder: Path, options: CaptureOptions) -> None:
+        from tracer.capture.backends import make_backend
+
+        self.timing = Timing()
+        self.folder, self.options = folder, options
+        self.info = identity()
+        self.backend = make_backend(options, self.info["pid"], self.timing)
+        self.memory = None
+        if options.memory:
+            from tracer.capture.memory import MemoryRecorder
+
+            b = self.backend
+            self.memory = MemoryRecorder(b.clock, b.push, b.pop, devices=options.devices)
+        self.writer: Any = None
+        self.finished = False
+        self.forked = False
+        self.exception: str | None = None
+        self.lock = threading.RLock()  # finish and activation
+        self.write_lock = threading.Lock()  # the trace file: flushes and the final write
+        self.finishing: int | None = None  # thread ident writing the trace at exit
+        self.pending_signal: int | None = None  # a SIGTERM that arrived while the trace was being written
+        self.flusher: threading.Thread | None = None
+        self.stop_flushing = threading.Event()
+
+    @property
+    def stem(self) -> str:
+        return file_stem(self.info["host"], self.info["pid"], self.info["rank"])
+
+    def clock_pair(self) -> list[int]:
+        return [int(self.backend.clock()), time.time_ns()]
+
+    def marker(self) -> dict[str, Any]:
+        return {**self.info, "file": self.stem, "argv": list(getattr(sys, "orig_argv", sys.argv)), "executable": sys.executable,
+                "backend": self.backend.name, "memory": self.options.memory, "state": "running",
+                "clock_start": self.clock_pair(), "fork_child": self.forked}
+
+    # --- start ----------------------------------------------------------------------------
+    def start(self) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.started = self.marker()
+        write_json(self.folder / f"{self.stem}.json", self.started)
+        if not self.options.lazy:
+            self.activate()
+        else:
+            sys.meta_path.insert(0, ImportTrigger(self.options.triggers, lambda name: self.activate(f"import {name}")))
+        if self.options.lazy or self.memory is not None:
+            torch = sys.modules.get("torch")
+            if torch is not None and hasattr(torch, "_C"):
+                self.on_torch(torch)
+            else:
+                from tracer.capture.torch_mode import PostImport
+
+                sys.meta_path.insert(0, PostImport("torch", self.on_torch))
+
+    def on_torch(self, torch: ModuleType) -> None:
+        """torch arrived: CUPTI starts at its CUDA initialisation; --memory's torch parts start now."""
+        from tracer.capture import torch_mode
+
+        try:
+            if self.options.lazy and not self.backend.active:
+                torch_mode.activate_at_cuda_init(torch, lambda: self.activate("torch CUDA init"))
+            if self.memory is not None:
+                with self.timing.phase("torch_hooks"):
+                    self.memory.mode = torch_mode.start_recording(
+                        self.memory, torch, dispatch=self.options.has("dispatch"), allocator=self.options.has("allocator"),
+                        timing=self.timing)
+        except Exception as exc:  # the program runs, less traced: counted into the trace's metadata
+            self.count_error("torch_hooks", exc)
+
+    def count_error(self, where: str, exc: BaseException) -> None:
+        from tracer.capture.records import count_error
+
+        count_error(self.memory.errors if self.memory is not None else self.backend.records.errors, where, exc)
+
+    def activate(self, why: str = "start") -> None:
+        """Start CUPTI, the trace file and the periodic flush (once; never raising)."""
+        with self.lock:
+            if self.backend.active or self.finished:
+                return
+            try:
+                self.backend.activate(self.memory)
+                from tracer.capture.nsys_schema import TraceWriter
+
+                self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info["pid"], self.backend.name)
+            except Exception as exc:
+                print(f"tracer: CUPTI not started in pid {os.getpid()}: {type(exc).__name__}: {exc}", file=sys.stderr)
+                self.started["cupti_error"] = f"{type(exc).__name__}: {exc}"[:300]
+                return
+            self.started["cupti_started_by"] = why
+            self.timing.mark("cupti_started")
+            self._start_flusher()
+
+    def _start_flusher(self) -> None:
+        if self.options.flush_s <= 0 or self.writer is None:
+            return
+        self.stop_flushing = threading.Event()
+        self.flusher = threading.Thread(target=self._flush_loop, daemon=True, name="tracer-flush")
+        self.flusher.start()
+
+    def _flush_loop(self) -> None:
+        while not self.stop_flushing.wait(self.options.flush_s):
+            self.flush()
+
+    def flush(self) -> None:
+        """Completed records into the trace file, one committed batch (never raising)."""
+        if self.forked and not _fork_child_may_flush():
+            return
+        with self.write_lock:
+            if self.finished or self.writer is None:
+                return
+            try:
+                with self.timing.phase("periodic_flush"):
+                    self.backend.flush()
+                    self.writer.append(self.backend.take())
+            except Exception as exc:
+                self.count_error("periodic_flush", exc)
+
+    # --- fork -----------------------------------------------------------------------------
+    def after_fork(self) -> None:
+        """In the child: a fresh session under the child's pid; nothing of the parent's is kept."""
+        self.lock = threading.RLock()
+        self.write_lock = threading.Lock()
+        self.info = {**identity(), "fork_parent": self.info["pid"]}
+        self.forked = True
+        self.finished = False
+        self.finishing = self.pending_signal = None
+        self.backend.after_fork(self.info["pid"], int(self.backend.clock()))
+        if self.memory is not None:
+            self.memory.reset_after_fork()
+        self.started = self.marker()
+        write_json(self.folder / f"{self.stem}.json", self.started)
+        if self.writer is not None:  # the parent's file is the parent's: the child starts its own
+            self.writer = None
+            from tracer.capture.nsys_schema import TraceWriter
+
+            self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info["pid"], self.backend.name)
+            self._start_flusher()
+
+    # --- finish ---------------------------------------------------------------------------
+    def finish(self, ended: str, exit_code: int | None = None) -> None:
+        """Write the trace, then the final marker; at most once per process, never raising. A
+        second caller (the SIGTERM watcher) waits until the first has written."""
+        with self.lock:
+            if self.finished or self.info["pid"] != os.getpid():
+                return
+            self.finished = True
+            self.finishing = threading.get_ident()
+            try:
+                self._write(ended, exit_code)
+            except Exception as exc:  # the program's exit is not ours to spoil: one line on stderr
+                print(f"tracer: capture of pid {os.getpid()} not written: {type(exc).__name__}: {exc}", file=sys.stderr)
+            finally:
+                self.finishing = None
+        if self.pending_signal is not None:
+            _die(self.pending_signal)
+
+    def _write(self, ended: str, exit_code: int | None) -> None:
+        self.stop_flushing.set()
+        with self.write_lock:
+            with self.timing.phase("exit_total"):
+                fields = self._write_trace(ended, exit_code) if self.backend.active else self._no_trace()
+        write_json(self.folder / f"{self.stem}.json", {
+            **self.started, "state": "exited", "ended": ended, "exit": exit_code, "exception": self.exception,
+            "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(), **fields})
+
+    def _write_trace(self, ended: str, exit_code: int | None) -> dict[str, Any]:
+        rec, memory2 = self.backend.stop(forked=self.forked, quick=ended == "sigterm")
+        if self.memory is not None:
+            with self.timing.phase("exit_memory_tables"):
+                self.memory.finish(rec, memory2)
+        rec.pid = self.info["pid"]
+        rec.meta["TRACER_PROCESS"] = self.stem
+        with self.timing.phase("exit_write"):
+            trace = self.writer.close(rec, target_exit=exit_code)
+        return {"kernels": self.writer.kernels, "trace": trace.name, "cuda": True,
+                "errors": {k: f"{n}: {first}" for k, (n, first) in rec.errors.items()}}
+
+    def _no_trace(self) -> dict[str, Any]:
+        """CUPTI never started: no trace file. Say so, and whether CUDA was used all the same (a
+        context created by a path the lazy start does not see: its kernels were not recorded)."""
+        missed = cuda_context_exists() if self.backend.name == "cupti" else False
+        return {"kernels": 0, "trace": None, "cuda": bool(missed),
+                **({"untraced_cuda": "a CUDA context exists but CUPTI never started: its kernels were not recorded"}
+                   if missed else {})}
+
+
+def _fork_child_may_flush() -> bool:
+    from tracer.capture.backends import cuda_initialized
+
+    return cuda_initialized()
+
+
+def cuda_context_exists() -> bool:
+    """Whether this process holds an active CUDA primary context, asked of libcuda only when it is
+    already loaded (never loading it)."""
+    import ctypes
+
+    try:
+        if "libcuda.so" not in Path("/proc/self/maps").read_text():
+            return False
+        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:  # not initialised: no context
+        return False
+    for ordinal in range(count.value):
+        dev, flags, active = ctypes.c_int(0), ctypes.c_uint(0), ctypes.c_int(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) == 0 and \
+                lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) == 0 and active.value:
+            return True
+    return False
+
+
+class ImportTrigger(importlib.abc.MetaPathFinder):
+    """Calls `then(name)` when one of `names` starts being imported (before its code runs, so
+    CUPTI is there before the library touches CUDA), once; then steps aside."""
+
+    def __init__(self, names: tuple[str, ...], then: Any) -> None:
+        self.names, self.then = frozenset(names), then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> None:
+        if fullname in self.names:
+            if self in sys.meta_path:
+                sys.meta_path.remove(self)
+            self.then(fullname)
+        return None
+
+
+def _dist_rank() -> int | None:
+    dist = sys.modules.get("torch.distributed")
+    try:
+        return int(dist.get_rank()) if dist is not None and dist.is_initialized() else None
+    except Exception:
+        return None
+
+
+def current() -> Session | None:
+    return _session
+
+
+def memory_recorder() -> Any:
+    """The recorder of this process's session when it records memory (tracer's launcher asks)."""
+    s = _session
+    return s.memory if s is not None and s.info["pid"] == os.getpid() else None
+
+
+# --- exit paths ---------------------------------------------------------------------------------
+def _at_exit() -> None:
+    if _session is not None:
+        _session.finish("atexit", 1 if _session.exception else None)
+
+
+def _die(signum: int) -> None:
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    s = _session
+    if s is not None and s.finishing == threading.get_ident():
+        s.pending_signal = signum  # it interrupted the trace's own write: die once that is done
+        return
+    if s is not None:
+        s.finish("sigterm", 128 + signum)
+    _die(signum)
+
+
+def _watch_sigterm(fd: int) -> None:
+    """Python runs signal handlers on the main thread only, between bytecodes: a main thread
+    blocked in C (a collective waiting for a dead rank, a device sync) never gets there. Python's
+    C-level handler also writes the signal number to the wakeup fd, read here on another thread."""
+    while True:
+        try:
+            data = os.read(fd, 64)
+        except OSError:
+            return
+        if not data:
+            return
+        if signal.SIGTERM in data and _session is not None and signal.getsignal(signal.SIGTERM) is _on_sigterm:
+            _session.finish("sigterm", 128 + signal.SIGTERM)
+            os._exit(128 + signal.SIGTERM)
+
+
+def _install_sigterm() -> None:
+    """Only when the program has no SIGTERM handler (and no wakeup fd) of its own."""
+    if threading.current_thread() is not threading.main_thread() or signal.getsignal(signal.SIGTERM) != signal.SIG_DFL:
+        return
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    r, w = os.pipe()
+    os.set_blocking(w, False)
+    if signal.set_wakeup_fd(w, warn_on_full_buffer=False) != -1:  # someone else's (asyncio): give it back
+        signal.set_wakeup_fd(-1)
+        os.close(r)
+        os.close(w)
+        return
+    threading.Thread(target=_watch_sigterm, args=(r,), daemon=True, name="tracer-sigterm").start()
+
+
+def _excepthook(previous: Any) -> Any:
+    def hook(kind: Any, value: Any, tb: Any) -> None:
+        if _session is not None and not issubclass(kind, SystemExit):
+            _session.exception = f"{kind.__name__}: {value}"[:300]
+        previous(kind, value, tb)
+
+    return hook
+
+
+def _after_fork_child() -> None:
+    if _session is None:
+        return
+    try:
+        _session.after_fork()
+        if signal.getsignal(signal.SIGTERM) is _on_sigterm:  # the watcher thread did not survive the fork
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            signal.set_wakeup_fd(-1)
+            _install_sigterm()
+        mp_util = sys.modules.get("multiprocessing.util")
+        if mp_util is not None:  # its fork children leave through os._exit, after its finalizers
+            mp_util.register_after_fork(_session, _finalize_in_mp_child)
+    except Exception as exc:
+        print(f"tracer: capture of fork child {os.getpid()} not started: {exc}", file=sys.stderr)
+
+
+def _finalize_in_mp_child(session: Session) -> None:
+    """Run by multiprocessing in its fork child after it cleared the finalizers it inherited."""
+    import multiprocessing.util
+
+    multiprocessing.util.Finalize(None, session.finish, args=("finalizer",), exitpriority=-100)
+
+
+def start_session(folder: Path, options: CaptureOptions, begun: float | None = None) -> Session:
+    global _session
+    session = Session(folder, options)
+    _session = session
+    if begun is not None:
+        session.timing.phases["bootstrap_imports"] = time.perf_counter() - begun
+    with session.timing.phase("bootstrap"):
+        session.start()
+    atexit.register(_at_exit)
+    os.register_at_fork(after_in_child=_after_fork_child)
+    sys.excepthook = _excepthook(sys.excepthook)
+    _install_sigterm()
+    return session
+
+
+def start_from_env(begun: float | None = None) -> Session | None:
+    """The bootstrap's entry point: a session when TRACER_CAPTURE_DIR is set, else nothing.
+    `begun`: perf_counter when the bootstrap began (its imports are counted in the timing)."""
+    global _session
+    folder = os.environ.get(ENV_DIR)
+    if not folder or _session is not None:
+        return None
+    try:
+        session = start_session(Path(folder), CaptureOptions.from_env(os.environ.get(ENV_OPTIONS)), begun)
+        return session
+    except Exception as exc:  # the process still says it ran, and why it is not traced
+        _session = None
+        info = identity()
+        write_json(Path(folder) / f"{file_stem(info['host'], info['pid'], info['rank'])}.json",
+                   {**info, "argv": list(getattr(sys, "orig_argv", sys.argv)), "state": "capture_failed",
+                    "error": f"{type(exc).__name__}: {exc}"[:500]})
+        raise

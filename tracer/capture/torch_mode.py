@@ -1,0 +1,320 @@
+"""The PyTorch side of `--memory`: a TorchDispatchMode entered when torch is imported (an import
+hook: no process imports torch because of tracer), recording each op's tensors as byte ranges of
+the storage they view, read or written as the op schema says (`Tensor(a!)` arguments and outputs
+written, other tensor arguments read), plus the caching allocator's allocation and free reports.
+
+Per op: one external correlation id pushed around the call (CUPTI joins every API call made inside
+to it), two clock reads, a bounded frame scan for the first user frame, and a few attribute reads
+per tensor. Pure view ops (no kernels) pass straight through. The time spent here (around each
+op, not in it) is counted into the process's timing (hook "dispatch")."""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import os
+import sys
+import sysconfig
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from tracer.capture.memory import MemoryRecorder
+from tracer.capture.records import AccessRec, Mode, OpKind, OpRec
+from tracer.capture.timing import Timing
+
+FRAME_SCAN = 24  # frames looked at for the first user frame
+NO_NODE = 2**63  # backward node sequence numbers at or above this (AccumulateGrad: 2**64-1) are not forward ops
+_TRACER_CAPTURE = os.path.dirname(os.path.abspath(__file__))
+_STDLIB = sysconfig.get_paths().get("stdlib", "\0")
+
+
+@dataclass(frozen=True)
+class OpInfo:
+    name: str
+    skip: bool  # a pure view: aliases its input, writes nothing, launches no kernel
+    arg_names: tuple[str, ...]
+    writes: frozenset[str]
+
+
+def op_info(func: Any) -> OpInfo:
+    schema = func._schema
+    args = tuple(a.name for a in schema.arguments)
+    writes = frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+    returns = list(schema.returns)
+    view = bool(returns) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
+    return OpInfo(func.name(), view, args, writes)
+
+
+def _is_library(filename: str) -> bool:
+    if filename.startswith(("<frozen", _TRACER_CAPTURE)) or "/torch/" in filename:
+        return True
+    return filename.startswith(_STDLIB) and "-packages" not in filename
+
+
+class Extractor:
+    """Tensors of one op -> accesses; the allocation instance from the storage identity."""
+
+    def __init__(self, rec: MemoryRecorder, tensor_type: type) -> None:
+        self.rec = rec
+        self.tensor_type = tensor_type
+        self.cuda_only = rec.devices == {"cuda"}  # Tensor.is_cuda is much cheaper than Tensor.device
+        self.library: dict[Any, bool] = {}
+
+    def callsite(self) -> str | None:
+        f = sys._getframe(3)
+        for _ in range(FRAME_SCAN):
+            if f is None:
+                return None
+            code = f.f_code
+            lib = self.library.get(code)
+            if lib is None:
+                lib = self.library[code] = _is_library(code.co_filename)
+            if not lib:
+                return f"{code.co_filename}:{f.f_lineno}"
+            f = f.f_back
+        return None
+
+    def accesses(self, info: OpInfo, args: tuple, kwargs: dict, out: Any, t0: int,
+                 where: str | None) -> dict[tuple[int, int], list]:
+        """(address, bytes) -> [mode, allocation id, label]; a range seen twice ORs its modes."""
+        found: dict[tuple[int, int], list] = {}
+        names = info.arg_names
+        for i, a in enumerate(args):
+            name = names[i] if i < len(names) else f"arg {i}"
+            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+        for name, a in kwargs.items():
+            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for i, o in enumerate(outs):
+            self._add(found, o, Mode.WRITE, f"out {i}", info, t0, where)
+        return found
+
+    def _add(self, found: dict, value: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
+        if isinstance(value, self.tensor_type):
+            self._tensor(found, value, mode, label, info, t0, where)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                if isinstance(v, self.tensor_type):
+                    self._tensor(found, v, mode, label, info, t0, where)
+
+    def _tensor(self, found: dict, t: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
+        if not (t.is_cuda if self.cuda_only else t.device.type in self.rec.devices):
+            return
+        try:
+            span = 1
+            for size, stride in zip(t.shape, t.stride()):
+                if size == 0:
+                    return
+                if size > 1:
+                    span += (size - 1) * stride
+            st = t.untyped_storage()
+            base, nbytes, address = st.data_ptr(), st.nbytes(), t.data_ptr()
+            length = min(span * t.element_size(), base + nbytes - address)
+            alloc = self.rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
+        except Exception as exc:  # fake, meta or storage-less tensors: counted, the op keeps its other tensors
+            self.rec.count_error("tensor", exc)
+            return
+        key = (address, length)
+        seen = found.get(key)
+        if seen is None:
+            found[key] = [mode, alloc, label]
+        else:
+            seen[0] |= mode
+
+
+def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = None) -> Any:
+    """The mode instance (its class needs torch, so it is built here)."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    get_seq = torch._C._autograd._get_sequence_nr
+    current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
+    extractor = Extractor(rec, torch.Tensor)
+    infos: dict[Any, OpInfo] = {}
+    tls = rec.tls
+    hook = (timing or Timing()).hook("dispatch")
+    clock = time.perf_counter
+
+    def dispatch(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        t0 = clock()
+        kwargs = kwargs or {}
+        info = infos.get(func)
+        if info is None:
+            info = infos[func] = op_info(func)
+        seq = get_seq()
+        last, tls.last_seq = tls.last_seq, seq
+        if info.skip:
+            out = func(*args, **kwargs)
+            if seq != last:  # a view that created an autograd node: its backward ops point at it
+                node_only(info, args, seq - 1)
+            hook[0] += 1
+            hook[1] += clock() - t0
+            return out
+        oid, c0 = rec.begin()
+        t1 = clock()
+        try:
+            out = func(*args, **kwargs)
+        finally:
+            c1 = rec.end()
+        t2 = clock()
+        try:
+            node = current_node()
+            bwd = node._sequence_nr() if node is not None else -1
+            record(info, oid, args, kwargs, out, c0, c1, seq - 1 if seq != last else -1, bwd if 0 <= bwd < NO_NODE else -1)
+        except Exception as exc:  # never into the program
+            rec.count_error("torch_op", exc)
+        hook[0] += 1
+        hook[1] += clock() - t2 + t1 - t0  # tracer's own time around the op, not the op's
+        return out
+
+    class TracerMemoryMode(TorchDispatchMode):
+        @classmethod
+        def ignore_compile_internals(cls) -> bool:
+            """torch.compile compiles as without tracer (an active mode would make it run eagerly);
+            the compiled kernels are launches outside ops, matched by their arguments."""
+            return True
+
+        @classmethod
+        def _should_skip_dynamo(cls) -> bool:
+            """torch would wrap __torch_dispatch__ in Dynamo's `disable`, importing torch._dynamo
+            (seconds) at the first op of a program that never compiles: keep_dynamo_out does it
+            only once the program imports Dynamo itself (no frame can be compiled before)."""
+            return False
+
+        __torch_dispatch__ = dispatch
+
+    def node_only(info: OpInfo, args: tuple, seq: int) -> None:
+        try:
+            if args and isinstance(args[0], torch.Tensor) and args[0].device.type in rec.devices:
+                now = rec.clock()
+                rec.ops.append(OpRec(next(rec.ids), OpKind.TORCH, info.name, rec.thread_id(), now, now, seq, -1, None, None))
+        except Exception as exc:
+            rec.count_error("view_op", exc)
+
+    def record(info: OpInfo, oid: int, args: tuple, kwargs: dict, out: Any, t0: int, t1: int, seq: int, bwd: int) -> None:
+        where = extractor.callsite()
+        found = extractor.accesses(info, args, kwargs, out, t0, where)
+        if not found:
+            return  # no tensor on a recorded device: not an op of interest
+        rec.ops.append(OpRec(oid, OpKind.TORCH, info.name, rec.thread_id(), t0, t1, seq, bwd, None, where))
+        rec.accesses.extend(AccessRec(oid, a, n, m, 1, alloc, label) for (a, n), (m, alloc, label) in found.items())
+
+    keep_dynamo_out(TracerMemoryMode, dispatch, timing)
+    return TracerMemoryMode()
+
+
+def keep_dynamo_out(mode_cls: type, dispatch: Callable[..., Any], timing: Timing | None) -> None:
+    """Once torch._dynamo is imported (now, or when the program imports it), the mode's dispatch
+    runs under Dynamo's `disable`, as torch does for every mode: a compiled region's eager
+    fallback never traces into it."""
+    def wrap(dynamo: ModuleType) -> None:
+        if timing is not None:
+            timing.mark("torch_dynamo_imported")
+        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]
+
+    loaded = sys.modules.get("torch._dynamo")
+    if loaded is not None and hasattr(loaded, "disable"):
+        wrap(loaded)
+    else:
+        sys.meta_path.insert(0, PostImport("torch._dynamo", wrap))
+
+
+def hook_allocator(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = None) -> bool:
+    """torch's GPU trace hooks report the caching allocator's allocations and frees, so a block
+    handed out again is a new allocation instance. They cost a Python call per allocation."""
+    from torch.cuda import _gpu_trace
+
+    hook = (timing or Timing()).hook("allocator")
+    _gpu_trace.register_callback_for_memory_allocation(_guarded(rec, rec.on_alloc, "on_alloc", hook))
+    _gpu_trace.register_callback_for_memory_deallocation(_guarded(rec, rec.on_free, "on_free", hook))
+    torch._C._activate_gpu_trace()
+    return True
+
+
+def _guarded(rec: MemoryRecorder, fn: Callable[[int], None], where: str, hook: list[float]) -> Callable[[int], None]:
+    def call(address: int) -> None:
+        t0 = time.perf_counter()
+        try:
+            fn(address)
+        except Exception as exc:
+            rec.count_error(where, exc)
+        hook[0] += 1
+        hook[1] += time.perf_counter() - t0
+
+    return call
+
+
+def start_recording(rec: MemoryRecorder, torch: ModuleType, *, dispatch: bool = True, allocator: bool = True,
+                    timing: Timing | None = None) -> Any:
+    """Enter the mode on this thread (the importing one; autograd's worker threads inherit it) and
+    hook the caching allocator's reports; each part can be left out (the overhead benchmark)."""
+    mode = None
+    if dispatch:
+        mode = make_mode(rec, torch, timing)
+        mode.__enter__()
+    if allocator and "cuda" in rec.devices:
+        try:
+            rec.frees_seen = hook_allocator(rec, torch, timing)
+        except Exception as exc:  # instances then split on storage identity only
+            rec.count_error("allocator_hooks", exc)
+    return mode
+
+
+def activate_at_cuda_init(torch: ModuleType, activate: Callable[[], None]) -> bool:
+    """Call `activate` just before torch initialises CUDA (torch.cuda._lazy_init calls
+    torch._C._cuda_init by attribute, whichever module imported _lazy_init). False: this torch has
+    no CUDA (nothing to wait for)."""
+    original = getattr(torch._C, "_cuda_init", None)
+    if original is None:
+        return False
+
+    def _cuda_init(*args: Any, **kwargs: Any) -> Any:
+        torch._C._cuda_init = original
+        activate()
+        return original(*args, **kwargs)
+
+    torch._C._cuda_init = _cuda_init
+    return True
+
+
+class PostImport(importlib.abc.MetaPathFinder):
+    """Calls `then(module)` once `name` has been imported completely (first import only)."""
+
+    def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
+        self.name, self.then = name, then
+
+    def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname != self.name:
+            return None
+        for finder in sys.meta_path:
+            if finder is self or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None and spec.loader is not None:
+                spec.loader = _ThenLoader(spec.loader, self)
+                return spec
+        return None
+
+    def done(self, module: ModuleType) -> None:
+        if self in sys.meta_path:
+            sys.meta_path.remove(self)
+        self.then(module)
+
+
+class _ThenLoader(importlib.abc.Loader):
+    def __init__(self, loader: Any, hook: PostImport) -> None:
+        self.loader, self.hook = loader, hook
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        module.__loader__ = self.loader  # the module sees its real loader
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self.loader
+        self.loader.exec_module(module)
+        self.hook.done(module)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)

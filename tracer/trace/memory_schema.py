@@ -1,0 +1,19 @@
+"""The TRACER_* memory tables of docs/design/capture-memory-jobs.md as one definition, shared by
+the writers (the capture, tracer/capture/nsys_schema.py; synthetic traces) and the reader
+(tracer/trace/memory.py), which needs only the columns. No imports: every traced process that
+records memory loads it at exit."""
+
+FLAG = "TRACER_MEMORY"  # META_DATA_EXPORT name, "1" when the tables were recorded
+
+MEMORY_TABLES: dict[str, str] = {
+    "TRACER_OPS": "id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, nameId INTEGER, globalTid INTEGER, start INTEGER NOT NULL, "
+    "end INTEGER NOT NULL, seqNr INTEGER, bwdSeqNr INTEGER, correlationId INTEGER, callsiteId INTEGER",
+    "TRACER_EXTERNAL_CORRELATION": "correlationId INTEGER NOT NULL, externalId INTEGER NOT NULL",
+    "TRACER_MEMORY_ACCESS": "opId INTEGER NOT NULL, address INTEGER NOT NULL, bytes INTEGER NOT NULL, mode INTEGER NOT NULL, "
+    "exact INTEGER NOT NULL, allocationId INTEGER, labelId INTEGER",
+    "TRACER_ALLOCATIONS": "id INTEGER PRIMARY KEY, deviceId INTEGER, address INTEGER NOT NULL, bytes INTEGER NOT NULL, "
+    "streamId INTEGER, start INTEGER, end INTEGER, source INTEGER, labelId INTEGER",
+    "TRACER_HOST_QUERIES": "correlationId INTEGER NOT NULL, kind INTEGER NOT NULL, recordCorrelationId INTEGER, "
+    "streamId INTEGER, start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER",
+    "TRACER_LAUNCH_UNKNOWN": "correlationId INTEGER NOT NULL, nameId INTEGER, reason TEXT",
+}
