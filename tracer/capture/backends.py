@@ -38,12 +38,13 @@ class FakeBackend:
     def activate(self, memory: MemoryRecorder | None) -> None:
         self.active = True
 
-    def fake_kernel(self, name: str, stream: int = 7, duration_ns: int = 1000) -> None:
-        """A kernel and its launch record, as CUPTI would report them (test programs call this)."""
+    def fake_kernel(self, name: str, stream: int = 7, duration_ns: int = 1000, *, running: bool = False) -> None:
+        """A kernel and its launch record, as CUPTI would report them (test programs call this);
+        `running`: as a forced flush hands over a kernel still running (no end time)."""
         now, corr = self.clock(), next(self.corr)
         with self.lock:
-            self.rec.kernels.append(KernelRec(now, now + duration_ns, 0, 1, stream, corr, name, 1, 1, 1, 32, 1, 1, 16, 0, 0,
-                                              0, 0))
+            self.rec.kernels.append(KernelRec(now, 0 if running else now + duration_ns, 0, 1, stream, corr, name, 1, 1, 1, 32,
+                                              1, 1, 16, 0, 0, 0, 0))
             self.rec.apis.append(ApiRec(now - 500, now - 100, 0, threading.get_native_id(), corr, "cudaLaunchKernel", 0))
 
     @property

@@ -156,6 +156,7 @@ class Session:
                 return
             self.started["cupti_started_by"] = why
             self.timing.mark("cupti_started")
+            self.update_marker()
             self._start_flusher()
 
     def _start_flusher(self) -> None:
@@ -180,8 +181,15 @@ class Session:
                 with self.timing.phase("periodic_flush"):
                     self.backend.flush()
                     self.writer.append(self.backend.take())
+                self.update_marker()
             except Exception as exc:
                 self.count_error("periodic_flush", exc)
+
+    def update_marker(self) -> None:
+        """The running process's marker with what it has flushed so far (kernels, timing): what a
+        process that dies leaves, and what `trace run` keeps when it settles it."""
+        kernels = self.writer.kernels if self.writer is not None else 0
+        write_json(self.folder / f"{self.stem}.json", {**self.started, "kernels": kernels, "timing": self.timing.to_json()})
 
     # --- fork -----------------------------------------------------------------------------
     def after_fork(self) -> None:
@@ -223,10 +231,18 @@ class Session:
             _die(self.pending_signal)
 
     def _write(self, ended: str, exit_code: int | None) -> None:
+        """The trace, then the marker: written even when the trace could not be (its error in
+        `trace_error`; the batches already flushed stay in the partial file for `trace run`)."""
         self.stop_flushing.set()
         with self.write_lock:
             with self.timing.phase("exit_total"):
-                fields = self._write_trace(ended, exit_code) if self.backend.active else self._no_trace()
+                try:
+                    fields = self._write_trace(ended, exit_code) if self.backend.active else self._no_trace()
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"[:300]
+                    print(f"tracer: trace of pid {os.getpid()} not completed at exit: {error}", file=sys.stderr)
+                    fields = {"kernels": self.writer.kernels if self.writer is not None else 0, "trace": None,
+                              "cuda": True, "trace_error": error}
         write_json(self.folder / f"{self.stem}.json", {
             **self.started, "state": "exited", "ended": ended, "exit": exit_code, "exception": self.exception,
             "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(), **fields})
