@@ -118,7 +118,9 @@ class CuptiBackend:
         return self.collector.rec if self.collector is not None else self.rec
 
     def flush(self) -> None:
-        """Completed records delivered now (CUPTI's default flush: no device synchronisation)."""
+        """The buffers whose records are all complete, delivered now (CUPTI's default flush: no
+        device synchronisation; not forced, which would cut the records still in progress:
+        collector.BUFFER_BYTES)."""
         if self.collector is not None:
             self.cupti.activity_flush_all(0)
 

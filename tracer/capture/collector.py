@@ -11,7 +11,14 @@ from typing import Any
 from tracer.capture.records import (ApiRec, EventRec, ExtCorrRec, KernelRec, MarkerRec, Memory2Rec, MemcpyRec, MemsetRec,
                                     StreamRec, SyncRec, TraceRecords)
 
-BUFFER_BYTES = 8 << 20  # CUPTI hands a buffer back when it is full or flushed; smaller ones flush sooner
+# CUPTI hands a buffer over when it is full and all its records are complete, or at a flush: the
+# periodic flush (flag 0, the mode CUPTI documents for a flushing thread) takes every buffer whose
+# records are all complete, and holds back one with a record still in progress (a kernel running,
+# an API call not returned). A forced flush (flag 1) would take it too, but hands over its
+# unfinished records without their end times and never delivers them again: only at exit. So the
+# buffers are small: what a process killed between flushes loses is its last buffer at most, plus
+# what it recorded since the last flush (was 8 MB: a whole small job's records in one buffer).
+BUFFER_BYTES = 1 << 20
 EXTERNAL_KIND = "CUSTOM0"  # the external correlation kind tracer pushes around ops
 # API calls that enqueue no work and order nothing (getters, error peeks, capture-state checks): left
 # out of the API activity records unless every call is asked for (CaptureOptions.apis == "all").
