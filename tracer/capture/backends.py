@@ -34,6 +34,7 @@ class FakeBackend:
         self.push, self.pop = _nothing, _nothing
         self.corr = itertools.count(1)
         self.lock = threading.Lock()
+        self.flushes: list[bool] = []  # forced or not, as CUPTI would have been asked
 
     def activate(self, memory: MemoryRecorder | None) -> None:
         self.active = True
@@ -51,8 +52,8 @@ class FakeBackend:
     def records(self) -> TraceRecords:
         return self.rec
 
-    def flush(self) -> None:
-        return None
+    def flush(self, forced: bool = False) -> None:
+        self.flushes.append(forced)
 
     def take(self) -> TraceRecords:
         with self.lock:
@@ -117,12 +118,12 @@ class CuptiBackend:
     def records(self) -> TraceRecords:
         return self.collector.rec if self.collector is not None else self.rec
 
-    def flush(self) -> None:
+    def flush(self, forced: bool = False) -> None:
         """The buffers whose records are all complete, delivered now (CUPTI's default flush: no
-        device synchronisation; not forced, which would cut the records still in progress:
-        collector.BUFFER_BYTES)."""
+        device synchronisation); `forced`: every buffer, records still in progress cut (only
+        when nothing is in flight: Session.flush_at_sync)."""
         if self.collector is not None:
-            self.cupti.activity_flush_all(0)
+            self.cupti.activity_flush_all(1 if forced else 0)
 
     def take(self) -> TraceRecords:
         return self.collector.take() if self.collector is not None else self.rec.take()

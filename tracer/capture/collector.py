@@ -11,13 +11,13 @@ from typing import Any
 from tracer.capture.records import (ApiRec, EventRec, ExtCorrRec, KernelRec, MarkerRec, Memory2Rec, MemcpyRec, MemsetRec,
                                     StreamRec, SyncRec, TraceRecords)
 
-# CUPTI hands a buffer over when it is full and all its records are complete, or at a flush: the
-# periodic flush (flag 0, the mode CUPTI documents for a flushing thread) takes every buffer whose
-# records are all complete, and holds back one with a record still in progress (a kernel running,
-# an API call not returned). A forced flush (flag 1) would take it too, but hands over its
-# unfinished records without their end times and never delivers them again: only at exit. So the
-# buffers are small: what a process killed between flushes loses is its last buffer at most, plus
-# what it recorded since the last flush (was 8 MB: a whole small job's records in one buffer).
+# CUPTI hands a buffer over when it is full and all its records are complete, or at a flush. The
+# periodic flush (flag 0, the mode CUPTI documents for a flushing thread) takes only buffers whose
+# records are all complete, and holds back one with a record still in progress (a kernel queued or
+# running). A forced flush (flag 1) takes every buffer, but hands unfinished records over without
+# their end times and never delivers them again: so it runs only at exit and right after the
+# program synchronised the device (Session.flush_at_sync). Small buffers: what a process killed
+# between flushes loses is bounded by its last buffers (was 8 MB: a whole small job's records).
 BUFFER_BYTES = 1 << 20
 EXTERNAL_KIND = "CUSTOM0"  # the external correlation kind tracer pushes around ops
 # API calls that enqueue no work and order nothing (getters, error peeks, capture-state checks): left

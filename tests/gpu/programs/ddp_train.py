@@ -2,8 +2,8 @@
 `torchrun --nproc-per-node 2 ddp_train.py`. NCCL when every rank has its own GPU, else gloo (two
 ranks sharing one GPU). --kill-rank R makes rank R SIGKILL itself in the middle of step 1
 (the failure case of issue #16: the other rank's trace must survive); --kill-after S makes it
-wait S seconds first (idle, its work complete: periodic flushes hand its records over, so its
-partial trace holds its kernels; the other rank waits in its next all-reduce meanwhile)."""
+synchronise the device and wait S seconds first (its work complete: tracer's flushes hand its
+records over, so its partial trace holds its kernels; the other rank waits in its next all-reduce)."""
 import argparse
 import os
 import signal
