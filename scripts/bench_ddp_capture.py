@@ -21,7 +21,8 @@ from tracer import proc
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRAM = ROOT / "tests" / "gpu" / "programs" / "ddp_train.py"
-COSTS = ("startup_s", "bootstrap", "bootstrap_imports", "cupti_import", "cupti_start", "periodic_flush", "exit_total")
+COSTS = ("startup_s", "bootstrap", "bootstrap_imports", "cupti_import", "cupti_start", "periodic_flush", "sync_flush",
+         "exit_total")
 
 
 def role(m: dict[str, Any]) -> str:

@@ -2,7 +2,8 @@
 # The capture work of issues #15/#16 in one call on the GPU machine (under $DEADLINE seconds, default 290):
 #   bash scripts/device_capture.sh [steps...]
 #   default steps: ddp-killed bench ddp summary (plus ddp-nccl when the machine has 2+ GPUs)
-#   steps: ddp-killed (torchrun 2 ranks, rank 1 SIGKILLs itself mid-step: partial traces, outcomes, exit 7)
+#   steps: ddp-killed (torchrun 2 ranks, rank 1 SIGKILLs itself mid-step after 5 s idle: its partial trace,
+#                      rank 0 SIGTERMed by torchrun in its next all-reduce writes its trace; outcomes, exit 7)
 #          bench (scripts/bench_memory_capture.py: untraced / CUPTI / --memory and its parts / CSAN, with
 #                 where the time goes, from the markers)
 #          ddp (scripts/bench_ddp_capture.py: torchrun DDP untraced vs traced, 3 repeats, medians, per process)
@@ -66,7 +67,7 @@ for step in ${*:-$DEFAULT summary}; do
   echo "=== $step $(date +%T)"
   case $step in
     ddp-killed)
-      run_step ddp-killed 90 $PY -m tracer trace run -o $R/ddp-killed --json --timeout 80 -- $DDP --kill-rank 1
+      run_step ddp-killed 90 $PY -m tracer trace run -o $R/ddp-killed --json --timeout 80 -- $DDP --kill-rank 1 --kill-after 5
       keep_run ddp-killed ;;
     bench)
       run_step bench 150 $PY scripts/bench_memory_capture.py --repeats 2 --timeout 60 --json "$OUT/bench_memory_capture.json" ;;

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -111,14 +112,33 @@ def job(out: Path, name: str) -> None:
         t = marker.get("timing", {})
         print(f"    {p['file']:<22} rank {p.get('rank')!s:<5} {p.get('state')!s:<8} ended {p.get('ended')!s:<9} "
               f"exit {p.get('exit')!s:<5} {p.get('outcome')!s:<13} kernels {p.get('kernels')!s:<6} "
-              f"cupti by {marker.get('cupti_started_by')!s:<18} exit_total {t.get('phases_s', {}).get('exit_total')}")
+              f"cupti by {marker.get('cupti_started_by')!s:<18} exit_total {t.get('phases_s', {}).get('exit_total')} "
+              f"periodic_flush {t.get('phases_s', {}).get('periodic_flush')} sync_flush {t.get('phases_s', {}).get('sync_flush')} "
+              f"kernels flushed before exit {marker.get('flushed_kernels')}"
+              + (f" TRACE ERROR {p['trace_error']}" if p.get("trace_error") else ""))
         db = folder / f"{p['file']}.sqlite"
         if db.is_file() and p.get("kernels"):
             print(f"      {nccl_streams(db)}")
+        if db.is_file():
+            left = {k: v for k, v in meta(db).items() if k.startswith("TRACER_LEFT_OUT_")}
+            print(f"      left out: {left}" if left else "      nothing left out")
     log = out / "logs" / f"{name}.log"
     if log.is_file():
-        print("    " + " | ".join(line for line in log.read_text(errors="replace").splitlines()
-                                  if line.startswith(("tracer:", "  vm", "processes"))[-6:]))
+        print("    " + " | ".join(process_lines(log.read_text(errors="replace"))[-8:]))
+
+
+def process_lines(text: str) -> list[str]:
+    """What `trace run` said about the processes: its `tracer:` lines and the indented lines
+    under `processes (N):`."""
+    out, listing = [], False
+    for line in text.splitlines():
+        if line.startswith("processes ("):
+            listing = True
+        elif listing and not line.startswith("  "):
+            listing = False
+        if listing or line.startswith("tracer:"):
+            out.append(line.strip())
+    return out
 
 
 def nccl_streams(db: Path) -> str:
@@ -177,26 +197,33 @@ def bench(out: Path) -> None:
     print("  ratios:", {k: round(v, 2) for k, v in ratios(rows).items()})
 
 
+def section(title: str, show: Callable[..., None], *args: object) -> bool:
+    """One section; a failure in it is one line, and the other sections still print."""
+    print(f"== {title}")
+    try:
+        show(*args)
+    except Exception as exc:  # noqa: BLE001 - whatever a step left, the summary goes on
+        print(f"  SUMMARY ERROR in {title}: {type(exc).__name__}: {exc}"[:300])
+        return False
+    return True
+
+
 def main() -> int:
     out = Path(sys.argv[1])
     codes = exits(out)
     print("== plan:", (out / "logs" / "plan.txt").read_text().strip() if (out / "logs" / "plan.txt").is_file() else "?")
+    ok = True
     if any(k.startswith("trace-") for k in codes):
-        print("== programs: what each tool finds")
-        programs(out, codes)
-        print("== every trace: hazards analysis, capture counters")
-        seeds_and_meta(out)
+        ok &= section("programs: what each tool finds", programs, out, codes)
+        ok &= section("every trace: hazards analysis, capture counters", seeds_and_meta, out)
     for name in ("ddp-killed", "ddp-nccl"):
         if (out / "traces" / name).is_dir():
-            print(f"== torchrun {name}")
-            job(out, name)
-    print("== capture overhead (linear_backward): wall, workload (in-process), fixed, phases and hooks (s)")
-    bench(out)
-    print("== torchrun DDP overhead")
-    ddp_bench(out)
+            ok &= section(f"torchrun {name}", job, out, name)
+    ok &= section("capture overhead (linear_backward): wall, workload (in-process), fixed, phases and hooks (s)", bench, out)
+    ok &= section("torchrun DDP overhead", ddp_bench, out)
     failed = {k: v for k, v in codes.items() if v != "0" and not k.startswith("csan-")}
     print("== steps with a non-zero exit:", failed or "none")
-    return 0
+    return 0 if ok else 1
 
 
 if __name__ == "__main__":

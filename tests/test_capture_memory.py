@@ -553,10 +553,11 @@ def test_the_cupti_backend_starts_flushes_and_stops(tmp_path: Path, monkeypatch:
     fake.launch(1, "_Z3onev")
     backend.flush()
     writer.append(backend.take())
+    backend.flush(forced=True)  # after a device synchronisation (Session.flush_at_sync)
     fake.launch(2, "_Z3twov")
     rec, memory2 = backend.stop(forked=False, quick=True)
     writer.close(rec)
-    assert fake.flushes == [0, 1] and memory2 == [] and writer.kernels == 2
+    assert fake.flushes == [0, 1, 1] and memory2 == [] and writer.kernels == 2
     con = sqlite3.connect(tmp_path / "t.sqlite")
     names = [r[0] for r in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName "
                                        "ORDER BY k.start")]

@@ -168,9 +168,10 @@ def test_sigterm_reaches_a_process_whose_main_thread_is_stuck(tmp_path: Path) ->
     """A rank blocked in a collective for a dead peer never runs Python signal handlers: the
     watcher thread writes its trace (here the main thread blocks SIGTERM and sleeps)."""
     procs = tmp_path / "procs"
-    code = ("import signal, time\n"
+    code = ("import signal, threading, time\n"
             "signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])\n"
-            "print('up', flush=True); time.sleep(120)\n")
+            "threading.Timer(0.3, print, ('up',), {'flush': True}).start()  # once the main thread sleeps\n"
+            "time.sleep(120)\n")
     child = subprocess.Popen([sys.executable, "-c", code], env=capture_env(procs, FAKE),
                              stdout=subprocess.PIPE)
     assert child.stdout is not None and child.stdout.readline().strip() == b"up"
@@ -179,6 +180,60 @@ def test_sigterm_reaches_a_process_whose_main_thread_is_stuck(tmp_path: Path) ->
     assert child.wait(timeout=60) == 128 + signal.SIGTERM and time.monotonic() - t0 < 60
     m = read_markers(procs)[0]
     assert m["ended"] == "sigterm" and (procs / f"{m['file']}.sqlite").is_file()
+
+
+STUCK_IN_A_COLLECTIVE = textwrap.dedent("""
+    import signal, threading, time
+    from tracer.capture.records import SyncRec
+    from tracer.capture.session import current
+    s = current()
+    for i in range(3):
+        s.backend.fake_kernel(f"step_{i}")
+    s.backend.fake_kernel("ncclAllReduce", running=True)  # waits for a dead peer: no end time at the forced flush
+    s.backend.rec.syncs.append(SyncRec(s.backend.clock(), 2**64 - 1, 1, 7, 99, 3, 0, 0))  # a value SQLite cannot store
+    signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM])  # the main thread is stuck in C
+    threading.Timer(0.3, print, ("up",), {"flush": True}).start()  # once it sleeps
+    time.sleep(120)
+""")
+
+
+def test_a_rank_stopped_by_sigterm_in_a_collective_writes_its_trace(tmp_path: Path) -> None:
+    """torchrun SIGTERMs the surviving rank of a job whose other rank died: its kernel in the
+    collective never finished. Before, that record made the exit write fail and the rank left no
+    trace, its marker still `running` (settled as `died`)."""
+    procs = tmp_path / "procs"
+    child = subprocess.Popen([sys.executable, "-c", STUCK_IN_A_COLLECTIVE], env=capture_env(procs, FAKE),
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert child.stdout is not None and child.stdout.readline().strip() == b"up"
+    child.send_signal(signal.SIGTERM)
+    assert child.wait(timeout=60) == 128 + signal.SIGTERM
+    (m,) = read_markers(procs)
+    assert (m["state"], m["ended"], m["exit"], m["kernels"]) == ("exited", "sigterm", 128 + signal.SIGTERM, 3)
+    assert "trace_error" not in m and m["cupti_started_by"] == "start", child.stderr.read() if child.stderr else ""
+    with sqlite3.connect(procs / f"{m['file']}.sqlite") as con:
+        meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    assert "ncclAllReduce" in meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_KERNEL"] and "TRACER_PARTIAL" not in meta
+    assert meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"].startswith("1 records left out")
+
+
+def test_a_trace_not_completed_at_exit_keeps_its_marker_and_flushed_batches(tmp_path: Path) -> None:
+    script = textwrap.dedent("""
+        import time
+        from tracer.capture.session import current
+        s = current()
+        for i in range(4):
+            s.backend.fake_kernel(f"k{i}")
+        time.sleep(0.5)  # flushed
+        def broken(*args, **kwargs):
+            raise OSError("No space left on device")
+        s.writer.close = broken
+    """)
+    res, run = run_fake(tmp_path, script, flush_s=0.1)
+    (m,) = res.processes
+    assert (m["state"], m["outcome"], m["kernels"]) == ("exited", "partial", 4)
+    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    assert marker["trace_error"] == "OSError: No space left on device" and marker["timing"]["phases_s"]["exit_total"] >= 0
+    assert "did not finish writing its trace at exit" in marker["partial"] and res.trace == run / "trace.sqlite"
 
 
 def test_a_programs_own_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
@@ -313,6 +368,36 @@ def test_a_sigkilled_process_leaves_its_flushed_records_as_a_partial_trace(tmp_p
     assert names == {f"kernel_{i}" for i in range(5)}
     marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
     assert marker["state"] == "died" and marker["kernels"] == 5 and marker["trace"] == f"{m['file']}.sqlite"
+    # what the process wrote while it ran is kept: how CUPTI started, and its timing up to its last flush
+    assert marker["cupti_started_by"] == "start" and marker["timing"]["phases_s"]["periodic_flush"] > 0
+
+
+def test_a_device_synchronisation_hands_over_the_records_with_a_forced_flush(tmp_path: Path) -> None:
+    """CUPTI's periodic flush holds back a buffer while one of its records is in progress; right
+    after the program synchronised the device nothing is, so a forced flush loses nothing and
+    hands everything over (at most once per flush interval): a rank killed later keeps it."""
+    script = textwrap.dedent("""
+        import os, signal, time, types
+        from tracer.capture.session import current
+        s = current()
+        synced = []
+        torch = types.SimpleNamespace(_C=types.SimpleNamespace(_cuda_synchronize=lambda: synced.append(1)))
+        s.on_torch(torch)  # as torch.cuda.synchronize calls it
+        s.backend.fake_kernel("early")
+        torch._C._cuda_synchronize()  # just after CUPTI's start: not yet
+        time.sleep(1.0)
+        s.backend.fake_kernel("late")
+        torch._C._cuda_synchronize()  # a flush interval later: forced flush
+        torch._C._cuda_synchronize()  # at most once per interval
+        print(len(synced), s.backend.flushes.count(True), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    """)
+    res, run = run_fake(tmp_path, script, flush_s=0.8)
+    assert (run / "logs" / "stdout.log").read_text().split() == ["3", "1"]
+    (m,) = res.processes
+    assert (m["outcome"], m["kernels"]) == ("partial", 2)
+    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    assert marker["timing"]["phases_s"]["sync_flush"] >= 0 and sum(marker["flushed_kernels"].values()) == 2
 
 
 def test_a_process_that_exits_writes_everything_and_its_timing(tmp_path: Path) -> None:

@@ -77,3 +77,41 @@ def test_what_a_dead_writer_left_is_a_readable_partial_trace(tmp_path: Path) -> 
     con = sqlite3.connect(tmp_path / "left.sqlite")
     assert dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))["TRACER_PARTIAL"].startswith("died")
     assert con.execute("SELECT COUNT(*) FROM NVTX_EVENTS WHERE end IS NULL AND eventType = 59").fetchone() == (2,)
+
+
+def test_unfinished_records_and_values_sqlite_cannot_store_are_left_out_and_counted(tmp_path: Path) -> None:
+    """A rank stopped by SIGTERM in a collective: the forced flush hands over the kernel still
+    running (no end time) and records holding values beyond 64-bit integers. Before, one such
+    value made the whole exit write fail (OverflowError) and the rank left no trace at all."""
+    writer = TraceWriter(tmp_path / "t.sqlite", 42, "fake")
+    writer.append(batches()[0])
+    last = TraceRecords(pid=42)
+    last.kernels += [kernel(200, 10, 7), KernelRec(300, 0, 0, 1, 7, 11, "_Z14ncclAllReducev", 1, 1, 1, 32, 1, 1, 16, 0, 0, 0, 0)]
+    last.apis += [ApiRec(190, 195, 0, TID, 10, "cudaLaunchKernel", 0), ApiRec(290, 295, 0, TID, 11, "cudaLaunchKernel", 2**64 - 1)]
+    last.syncs.append(SyncRec(310, 0, 1, 7, 12, 3, 0, 0))  # a stream sync still waiting
+    writer.close(last)
+    con = sqlite3.connect(tmp_path / "t.sqlite")
+    meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (3,) and writer.kernels == 3
+    assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME").fetchone() == (3,)  # the two earlier, one of two
+    assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_SYNCHRONIZATION").fetchone() == (1,)
+    assert meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_KERNEL"].startswith("1 records left out: still running")
+    assert "ncclAllReduce" in meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_KERNEL"]
+    assert "beyond 64-bit integers" in meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_RUNTIME"]
+    assert meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"].startswith("1 records left out")
+    assert len(load_trace(tmp_path / "t.sqlite").kernels) == 3
+
+
+def test_a_failed_close_keeps_the_flushed_batches_for_salvage(tmp_path: Path) -> None:
+    writer = TraceWriter(tmp_path / "t.sqlite", 42, "fake")
+    writer.append(batches()[0])
+    broken = TraceRecords(pid=42)
+    broken.kernels.append(KernelRec(500, 600, 0, 1, 7, 20, None, 1, 1, 1, 32, 1, 1, 16, 0, 0, 0, 0))  # type: ignore[arg-type]
+    try:
+        writer.close(broken)
+    except Exception:  # the name cannot be demangled: the close fails
+        pass
+    else:
+        raise AssertionError("the close should have failed")
+    assert not (tmp_path / "t.sqlite").exists()
+    assert salvage(partial_path(tmp_path / "t.sqlite"), tmp_path / "t.sqlite", "not finished at exit") == 2

@@ -1,8 +1,8 @@
 """On a GPU: every process of a torchrun DDP job is traced into one run directory (issue #16);
 torchrun's agent, which never uses CUDA, loads no CUPTI; with one GPU per rank (NCCL) the
 collectives run on their own streams, joined to the compute streams by event edges; a rank
-SIGKILLed mid-step leaves what it flushed as a partial trace, the surviving rank's trace is kept,
-and the run fails (exit 7) saying how each process ended."""
+SIGKILLed mid-step leaves what it flushed as a partial trace, the surviving rank (SIGTERMed by
+torchrun in its next all-reduce) writes its trace, and the run fails (exit 7) saying how each process ended."""
 from __future__ import annotations
 
 import json
@@ -67,10 +67,15 @@ def test_torchrun_ddp_traces_every_rank(tmp_path: Path, capsys: pytest.CaptureFi
         assert {"bootstrap", "exit_total"} <= set(marker["timing"]["phases_s"])
 
 
-def test_a_sigkilled_rank_leaves_the_other_ranks_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.parametrize("kill_after", [0, 5])
+def test_a_sigkilled_rank_leaves_the_other_ranks_trace(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                       kill_after: float) -> None:
+    """Rank 1 SIGKILLs itself in step 1 (at once, or after waiting idle for 5 s: periodic flushes
+    hand its records over); torchrun then SIGTERMs rank 0, stuck in its next all-reduce, which
+    writes its trace (the kernel still running left out, counted in META TRACER_LEFT_OUT_*)."""
     run = tmp_path / "killed"
     code = main(["trace", "run", "--backend", "cupti", "-o", str(run), "--json", "--timeout", "300", "--",
-                 *DDP, "--kill-rank", "1"])
+                 *DDP, "--kill-rank", "1", "--kill-after", str(kill_after)])
     captured = capsys.readouterr()
     assert code == 7, captured.err  # the job failed: never a clean analysis
     assert "processes (3):" in captured.err and "died without exiting" in captured.err
@@ -79,10 +84,14 @@ def test_a_sigkilled_rank_leaves_the_other_ranks_trace(tmp_path: Path, capsys: p
     ranks = {p["rank"]: p for p in command["processes"] if p["rank"] is not None}
     assert ranks[1]["state"] == "died" and ranks[1]["outcome"] in ("partial", "no trace")  # what it flushed, if anything
     assert ranks[0]["state"] == "exited" and ranks[0]["ended"] in ("sigterm", "atexit") and ranks[0]["outcome"] == "complete"
-    assert ranks[0]["kernels"] > 0
-    if ranks[1]["outcome"] == "partial":  # two traces with kernels: a job, each rank's file under procs/
+    assert ranks[0]["kernels"] > 0 and not ranks[0]["trace_error"]
+    marker = {m["file"]: m for m in read_markers(run / "procs")}[ranks[1]["file"]]
+    assert marker["cupti_started_by"] == "torch CUDA init" and "timing" in marker  # what it wrote while it ran, kept
+    if kill_after:
+        assert ranks[1]["outcome"] == "partial" and ranks[1]["kernels"] > 0, ranks[1]  # flushed while it waited
+    if ranks[1]["outcome"] == "partial" and ranks[1]["kernels"]:  # two traces with kernels: a job
         assert command["job"] and not (run / "trace.sqlite").exists()
-        assert ranks[1]["kernels"] > 0 and (run / "procs" / f"{ranks[1]['file']}.sqlite").is_file()
+        assert (run / "procs" / f"{ranks[1]['file']}.sqlite").is_file()
     else:  # rank 0's trace stands for the run, analysed
         verdict = json.loads(captured.out)
         assert verdict["kernels"] > 0 and (run / "trace.sqlite").is_file()

@@ -34,24 +34,26 @@ class FakeBackend:
         self.push, self.pop = _nothing, _nothing
         self.corr = itertools.count(1)
         self.lock = threading.Lock()
+        self.flushes: list[bool] = []  # forced or not, as CUPTI would have been asked
 
     def activate(self, memory: MemoryRecorder | None) -> None:
         self.active = True
 
-    def fake_kernel(self, name: str, stream: int = 7, duration_ns: int = 1000) -> None:
-        """A kernel and its launch record, as CUPTI would report them (test programs call this)."""
+    def fake_kernel(self, name: str, stream: int = 7, duration_ns: int = 1000, *, running: bool = False) -> None:
+        """A kernel and its launch record, as CUPTI would report them (test programs call this);
+        `running`: as a forced flush hands over a kernel still running (no end time)."""
         now, corr = self.clock(), next(self.corr)
         with self.lock:
-            self.rec.kernels.append(KernelRec(now, now + duration_ns, 0, 1, stream, corr, name, 1, 1, 1, 32, 1, 1, 16, 0, 0,
-                                              0, 0))
+            self.rec.kernels.append(KernelRec(now, 0 if running else now + duration_ns, 0, 1, stream, corr, name, 1, 1, 1, 32,
+                                              1, 1, 16, 0, 0, 0, 0))
             self.rec.apis.append(ApiRec(now - 500, now - 100, 0, threading.get_native_id(), corr, "cudaLaunchKernel", 0))
 
     @property
     def records(self) -> TraceRecords:
         return self.rec
 
-    def flush(self) -> None:
-        return None
+    def flush(self, forced: bool = False) -> None:
+        self.flushes.append(forced)
 
     def take(self) -> TraceRecords:
         with self.lock:
@@ -116,10 +118,12 @@ class CuptiBackend:
     def records(self) -> TraceRecords:
         return self.collector.rec if self.collector is not None else self.rec
 
-    def flush(self) -> None:
-        """Completed records delivered now (CUPTI's default flush: no device synchronisation)."""
+    def flush(self, forced: bool = False) -> None:
+        """The buffers whose records are all complete, delivered now (CUPTI's default flush: no
+        device synchronisation); `forced`: every buffer, records still in progress cut (only
+        when nothing is in flight: Session.flush_at_sync)."""
         if self.collector is not None:
-            self.cupti.activity_flush_all(0)
+            self.cupti.activity_flush_all(1 if forced else 0)
 
     def take(self) -> TraceRecords:
         return self.collector.take() if self.collector is not None else self.rec.take()

@@ -11,7 +11,14 @@ from typing import Any
 from tracer.capture.records import (ApiRec, EventRec, ExtCorrRec, KernelRec, MarkerRec, Memory2Rec, MemcpyRec, MemsetRec,
                                     StreamRec, SyncRec, TraceRecords, count_error)
 
-BUFFER_BYTES = 8 << 20  # CUPTI hands a buffer back when it is full or flushed; smaller ones flush sooner
+# CUPTI hands a buffer over when it is full and all its records are complete, or at a flush. The
+# periodic flush (flag 0, the mode CUPTI documents for a flushing thread) takes only buffers whose
+# records are all complete, and holds back one with a record still in progress (a kernel queued or
+# running). A forced flush (flag 1) takes every buffer, but hands unfinished records over without
+# their end times and never delivers them again: so it runs only at exit and right after the
+# program synchronised the device (Session.flush_at_sync). Small buffers: what a process killed
+# between flushes loses is bounded by its last buffers (was 8 MB: a whole small job's records).
+BUFFER_BYTES = 1 << 20
 EXTERNAL_KIND = "CUSTOM0"  # the external correlation kind tracer pushes around ops
 # API calls that enqueue no work and order nothing (getters, error peeks, capture-state checks): left
 # out of the API activity records unless every call is asked for (CaptureOptions.apis == "all").

@@ -213,7 +213,7 @@ class CaptureResult:
     def command_fields(self) -> dict[str, Any]:
         """What command.json records about the processes of the run."""
         keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
-                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "error")
+                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "trace_error", "error")
         return {"memory": self.options.memory, "job": self.job,
                 "processes": [{k: m.get(k) for k in keys} for m in self.processes],
                 "untraced": list(self.untraced),
@@ -260,7 +260,7 @@ def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[d
             if kernels is not None:
                 m = {**m, "kernels": kernels, "trace": final.name, "partial": note}
         if m.get("state") == "running" and not alive:
-            m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None}
+            m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None, "kernels": 0}
         if kernels is not None or m.get("state") == "died":
             write_json(procs / f"{m['file']}.json", m)
         out.append({**m, "outcome": _outcome(m, final)})
@@ -301,7 +301,7 @@ def describe(m: dict[str, Any]) -> str:
     kernels = m.get("kernels") or 0
     what = {"complete": f"complete trace, {kernels} kernels", "partial": f"PARTIAL trace, {kernels} kernels (up to its last flush)",
             "no trace": "NO TRACE", "no CUDA": "no CUDA use, nothing to trace", "still running": "still running: no trace"}
-    extra = f"; {m['untraced_cuda']}" if m.get("untraced_cuda") else ""
+    extra = "".join(f"; {m[k]}" for k in ("untraced_cuda", "trace_error") if m.get(k))
     return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
 
 

@@ -5,7 +5,9 @@ A traced process writes its trace as records arrive (TraceWriter: one committed 
 batch, the file closed between batches so that no connection crosses a fork) into
 `<stem>.partial.sqlite`, so a process that dies leaves every batch written before its death
 readable, marked TRACER_PARTIAL; closing completes the file (ranges still open, memory tables,
-metadata) and renames it to its final name."""
+metadata) and renames it to its final name. Records CUPTI hands over unfinished (a forced flush at
+SIGTERM returns kernels still running, with no end time) and values SQLite cannot store are left
+out, counted in META_DATA_EXPORT (`TRACER_LEFT_OUT_<table>`): one bad record never costs the trace."""
 from __future__ import annotations
 
 import sqlite3
@@ -63,6 +65,15 @@ def partial_path(final: Path) -> Path:
 
 
 PARTIAL_NOTE = "the process did not finish its trace: records up to its last flush"
+INT64 = 1 << 63  # SQLite integers are signed 64-bit
+# Tables whose rows begin with (start, end): a row is kept only when 0 < start <= end (a record
+# still in progress when CUPTI handed it over has a zero or missing end).
+KERNELS, RUNTIME = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+TIMED = (KERNELS, RUNTIME, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
+
+
+def _fits(row: tuple) -> bool:
+    return all(-INT64 <= v < INT64 for v in row if isinstance(v, int))
 
 
 class _Ranges:
@@ -117,6 +128,7 @@ class TraceWriter:
         self.streams: dict[tuple[int, int], bool] = {}  # (context, stream) -> row came from a stream record
         self.ctx_dev: dict[int, int] = {}
         self.unknown_sync_ctx: set[int] = set()
+        self.left_out: dict[str, tuple[int, str]] = {}  # table -> (rows left out, why and the first one)
         self.kernels = 0
         with self._open() as con:
             con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
@@ -134,9 +146,12 @@ class TraceWriter:
         """A connection for one transaction, closed after it (committed, or rolled back on error)."""
         con = sqlite3.connect(self.tmp, check_same_thread=False)
         try:
-            con.execute(f"PRAGMA journal_mode={'DELETE' if self.durable else 'OFF'}")
-            con.execute(f"PRAGMA synchronous={'NORMAL' if self.durable else 'OFF'}")
+            # The journal makes a batch all-or-nothing for a process killed mid-write; no fsync:
+            # the OS keeps what a dead process wrote (only a machine crash could lose it).
+            con.execute(f"PRAGMA journal_mode={'DELETE' if self.durable else 'MEMORY'}")
+            con.execute("PRAGMA synchronous=OFF")
             with con:
+                con.execute("BEGIN")  # one transaction per batch (savepoints inside: _insert)
                 yield con
         finally:
             con.close()
@@ -197,12 +212,49 @@ class TraceWriter:
 
     def _append(self, con: sqlite3.Connection, rec: TraceRecords) -> None:
         for table, rows in self._rows(con, rec).items():
+            if table in TIMED:
+                rows = self._finished(table, rows)
             if rows:
-                _insert(con, table, TABLES[table], rows)
+                inserted = self._insert(con, table, TABLES[table], rows)
+                self.kernels += inserted if table == KERNELS else 0
         con.execute("DELETE FROM NVTX_EVENTS WHERE end IS NULL AND eventType = ?", (PUSHPOP_RANGE,))
-        _insert(con, "NVTX_EVENTS", TABLES["NVTX_EVENTS"], self.ranges.open_rows())
+        self._insert(con, "NVTX_EVENTS", TABLES["NVTX_EVENTS"], self.ranges.open_rows())
         self._new_strings(con)
-        self.kernels += len(rec.kernels)
+        if self.left_out:
+            con.execute("DELETE FROM META_DATA_EXPORT WHERE substr(name, 1, 16) = 'TRACER_LEFT_OUT_'")
+            con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [
+                (f"TRACER_LEFT_OUT_{table}", f"{n} records left out: {why}") for table, (n, why) in self.left_out.items()])
+
+    def _finished(self, table: str, rows: list[tuple]) -> list[tuple]:
+        """Rows of records that had finished when CUPTI handed them over."""
+        kept = [r for r in rows if 0 < r[0] <= r[1] < INT64]
+        if len(kept) < len(rows):
+            bad = next(r for r in rows if not 0 < r[0] <= r[1] < INT64)
+            first = self.strings.items[bad[8]] if table == KERNELS else f"correlation id {bad[5 if table != RUNTIME else 4]}"
+            self._left(table, len(rows) - len(kept), f"still running or without timestamps when handed over "
+                                                     f"(start {bad[0]}, end {bad[1]}: {first})")
+        return kept
+
+    def _left(self, table: str, n: int, why: str) -> None:
+        count, first = self.left_out.get(table, (0, why))
+        self.left_out[table] = (count + n, first)
+
+    def _insert(self, con: sqlite3.Connection, table: str, cols: str, rows: list[tuple]) -> int:
+        """Insert rows; a batch holding an integer SQLite cannot store (beyond 64 bits) is
+        inserted again without those rows. Returns the rows inserted."""
+        sql = f"INSERT INTO {table} VALUES ({', '.join('?' * len(cols.split(', ')))})"
+        con.execute("SAVEPOINT rows")
+        try:
+            con.executemany(sql, rows)
+        except OverflowError:
+            con.execute("ROLLBACK TO rows")
+            fits = [r for r in rows if _fits(r)]
+            bad = next(r for r in rows if not _fits(r))
+            self._left(table, len(rows) - len(fits), f"values beyond 64-bit integers (first: {bad})"[:300])
+            con.executemany(sql, fits)
+            rows = fits
+        con.execute("RELEASE rows")
+        return len(rows)
 
     def _new_strings(self, con: sqlite3.Connection) -> None:
         items = self.strings.items
@@ -222,12 +274,13 @@ class TraceWriter:
                 if rec.memory:
                     for table, rows in memory_rows(rec, self.strings).items():
                         con.execute(f"CREATE TABLE {table} ({MEMORY_TABLES[table]})")  # all, even empty: memory was recorded
-                        _insert(con, table, MEMORY_TABLES[table], rows)
+                        self._insert(con, table, MEMORY_TABLES[table], rows)
                 self._new_strings(con)
                 con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PARTIAL'")
                 con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", _meta(rec, target_exit))
         except BaseException:
-            self.abandon()
+            if not self.durable:  # a traced process's batches stay: `trace run` completes them (salvage)
+                self.abandon()
             raise
         self.tmp.replace(self.final)
         return self.final
@@ -243,11 +296,6 @@ def _meta(rec: TraceRecords, target_exit: int | None) -> list[tuple[str, str]]:
     if rec.memory:
         meta.append((FLAG, "1"))
     return meta + sorted(rec.meta.items())
-
-
-def _insert(con: sqlite3.Connection, table: str, cols: str, rows: list[tuple]) -> None:
-    marks = ", ".join("?" * len(cols.split(", ")))
-    con.executemany(f"INSERT INTO {table} VALUES ({marks})", rows)
 
 
 def _opt(s: Interner, text: str | None) -> int | None:

@@ -89,6 +89,8 @@ class Session:
         self.pending_signal: int | None = None  # a SIGTERM that arrived while the trace was being written
         self.flusher: threading.Thread | None = None
         self.stop_flushing = threading.Event()
+        self.last_forced = time.monotonic()  # CUPTI's start, or the last forced flush
+        self.flushed_kernels = {"periodic": 0, "sync": 0}  # kernels each kind of flush wrote before the exit
 
     @property
     def stem(self) -> str:
@@ -111,22 +113,23 @@ class Session:
             self.activate()
         else:
             sys.meta_path.insert(0, ImportTrigger(self.options.triggers, lambda name: self.activate(f"import {name}")))
-        if self.options.lazy or self.memory is not None:
-            torch = sys.modules.get("torch")
-            if torch is not None and hasattr(torch, "_C"):
-                self.on_torch(torch)
-            else:
-                from tracer.capture.torch_mode import PostImport
+        torch = sys.modules.get("torch")
+        if torch is not None and hasattr(torch, "_C"):
+            self.on_torch(torch)
+        else:
+            from tracer.capture.torch_mode import PostImport
 
-                sys.meta_path.insert(0, PostImport("torch", self.on_torch))
+            sys.meta_path.insert(0, PostImport("torch", self.on_torch))
 
     def on_torch(self, torch: ModuleType) -> None:
-        """torch arrived: CUPTI starts at its CUDA initialisation; --memory's torch parts start now."""
+        """torch arrived: CUPTI starts at its CUDA initialisation, flushes after its device
+        synchronisations; --memory's torch parts start now."""
         from tracer.capture import torch_mode
 
         try:
             if self.options.lazy and not self.backend.active:
                 torch_mode.activate_at_cuda_init(torch, lambda: self.activate("torch CUDA init"))
+            torch_mode.after_device_sync(torch, self.flush_at_sync)
             if self.memory is not None:
                 with self.timing.phase("torch_hooks"):
                     self.memory.mode = torch_mode.start_recording(
@@ -156,6 +159,8 @@ class Session:
                 return
             self.started["cupti_started_by"] = why
             self.timing.mark("cupti_started")
+            self.last_forced = time.monotonic()
+            self.update_marker()
             self._start_flusher()
 
     def _start_flusher(self) -> None:
@@ -169,19 +174,41 @@ class Session:
         while not self.stop_flushing.wait(self.options.flush_s):
             self.flush()
 
-    def flush(self) -> None:
-        """Completed records into the trace file, one committed batch (never raising)."""
+    def flush(self, forced: bool = False) -> None:
+        """Completed records into the trace file, one committed batch (never raising). `forced`
+        (flush_at_sync) never waits for another flush under way."""
         if self.forked and not _fork_child_may_flush():
             return
-        with self.write_lock:
+        if not self.write_lock.acquire(blocking=not forced):
+            return
+        try:
             if self.finished or self.writer is None:
                 return
-            try:
-                with self.timing.phase("periodic_flush"):
-                    self.backend.flush()
-                    self.writer.append(self.backend.take())
-            except Exception as exc:
-                self.count_error("periodic_flush", exc)
+            kind, before = "sync" if forced else "periodic", self.writer.kernels
+            with self.timing.phase(f"{kind}_flush"):
+                self.backend.flush(forced)
+                self.writer.append(self.backend.take())
+            self.flushed_kernels[kind] += self.writer.kernels - before
+            self.update_marker()
+        except Exception as exc:
+            self.count_error("sync_flush" if forced else "periodic_flush", exc)
+        finally:
+            self.write_lock.release()
+
+    def flush_at_sync(self) -> None:
+        """After the program synchronised the device (torch.cuda.synchronize): nothing is in
+        flight, so a forced flush cuts no record, and hands over the buffers the periodic flush
+        holds back (collector.BUFFER_BYTES); at most once per flush_s."""
+        if self.backend.active and not self.finished and 0 < self.options.flush_s <= time.monotonic() - self.last_forced:
+            self.last_forced = time.monotonic()
+            self.flush(forced=True)
+
+    def update_marker(self) -> None:
+        """The running process's marker with what it has flushed so far (kernels, timing): what a
+        process that dies leaves, and what `trace run` keeps when it settles it."""
+        kernels = self.writer.kernels if self.writer is not None else 0
+        write_json(self.folder / f"{self.stem}.json", {**self.started, "kernels": kernels, "flushed_kernels": self.flushed_kernels,
+                                                         "timing": self.timing.to_json()})
 
     # --- fork -----------------------------------------------------------------------------
     def after_fork(self) -> None:
@@ -191,6 +218,7 @@ class Session:
         self.info = {**identity(), "fork_parent": self.info["pid"]}
         self.forked = True
         self.finished = False
+        self.flushed_kernels = {"periodic": 0, "sync": 0}
         self.finishing = self.pending_signal = None
         self.backend.after_fork(self.info["pid"], int(self.backend.clock()))
         if self.memory is not None:
@@ -223,13 +251,22 @@ class Session:
             _die(self.pending_signal)
 
     def _write(self, ended: str, exit_code: int | None) -> None:
+        """The trace, then the marker: written even when the trace could not be (its error in
+        `trace_error`; the batches already flushed stay in the partial file for `trace run`)."""
         self.stop_flushing.set()
         with self.write_lock:
             with self.timing.phase("exit_total"):
-                fields = self._write_trace(ended, exit_code) if self.backend.active else self._no_trace()
+                try:
+                    fields = self._write_trace(ended, exit_code) if self.backend.active else self._no_trace()
+                except Exception as exc:
+                    error = f"{type(exc).__name__}: {exc}"[:300]
+                    print(f"tracer: trace of pid {os.getpid()} not completed at exit: {error}", file=sys.stderr)
+                    fields = {"kernels": self.writer.kernels if self.writer is not None else 0, "trace": None,
+                              "cuda": True, "trace_error": error}
         write_json(self.folder / f"{self.stem}.json", {
             **self.started, "state": "exited", "ended": ended, "exit": exit_code, "exception": self.exception,
-            "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(), **fields})
+            "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(),
+            "flushed_kernels": self.flushed_kernels, **fields})
 
     def _write_trace(self, ended: str, exit_code: int | None) -> dict[str, Any]:
         rec, memory2 = self.backend.stop(forked=self.forked, quick=ended == "sigterm")

@@ -278,6 +278,22 @@ def activate_at_cuda_init(torch: ModuleType, activate: Callable[[], None]) -> bo
     return True
 
 
+def after_device_sync(torch: ModuleType, then: Callable[[], None]) -> bool:
+    """Call `then` after each torch.cuda.synchronize() returns (it calls torch._C._cuda_synchronize
+    by attribute, however the program imported it). False: this torch has no CUDA."""
+    original = getattr(torch._C, "_cuda_synchronize", None)
+    if original is None:
+        return False
+
+    def _cuda_synchronize(*args: Any, **kwargs: Any) -> Any:
+        out = original(*args, **kwargs)
+        then()
+        return out
+
+    torch._C._cuda_synchronize = _cuda_synchronize
+    return True
+
+
 class PostImport(importlib.abc.MetaPathFinder):
     """Calls `then(module)` once `name` has been imported completely (first import only)."""
 

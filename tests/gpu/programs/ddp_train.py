@@ -1,10 +1,13 @@
 """DDP training of a small model for 3 steps, one process per rank: run it with
 `torchrun --nproc-per-node 2 ddp_train.py`. NCCL when every rank has its own GPU, else gloo (two
 ranks sharing one GPU). --kill-rank R makes rank R SIGKILL itself in the middle of step 1
-(the failure case of issue #16: the other rank's trace must survive)."""
+(the failure case of issue #16: the other rank's trace must survive); --kill-after S makes it
+synchronise the device and wait S seconds first (its work complete: tracer's flushes hand its
+records over, so its partial trace holds its kernels; the other rank waits in its next all-reduce)."""
 import argparse
 import os
 import signal
+import time
 
 import torch
 import torch.distributed as dist
@@ -16,6 +19,7 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--kill-rank", type=int, default=-1)
+    ap.add_argument("--kill-after", type=float, default=0.0)
     args = ap.parse_args()
     rank, local, world = int(os.environ["RANK"]), int(os.environ["LOCAL_RANK"]), int(os.environ["WORLD_SIZE"])
     gpus = torch.cuda.device_count()
@@ -34,6 +38,9 @@ def main() -> None:
             with torch.cuda.nvtx.range("backward"):
                 loss.backward()
                 if step == 1 and rank == args.kill_rank:
+                    if args.kill_after:
+                        torch.cuda.synchronize()
+                        time.sleep(args.kill_after)
                     os.kill(os.getpid(), signal.SIGKILL)
             with torch.cuda.nvtx.range("optimizer"):
                 opt.step()
