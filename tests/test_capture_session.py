@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tracer.capture.launcher import BOOT, ENV_PROBE, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command
+from tracer.capture.launcher import (BOOT, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command,
+                                     with_gpu)
 from tracer.capture.options import ENV_DIR, CaptureOptions
 from tracer.capture.session import file_stem
 from tracer.errors import UsageError
@@ -111,8 +112,32 @@ def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ig
     traced = {p["pid"] for p in fields["processes"]}
     assert not traced & {u["pid"] for u in fields["untraced"]}
     assert "sampled every" in fields["untraced_note"]
-    assert not any(ENV_PROBE in u["cmdline"] for u in fields["untraced"])  # tracer's own helper is not the command's
-    assert res.environment["python"] and "tracer" in res.environment  # read by that helper while the command ran
+    assert res.environment["python"] and "tracer" in res.environment  # versions, read while the command ran
+    assert res.environment["gpu"] is None and "no traced process reported a GPU" in res.environment["gpu_note"]
+    assert set(fields["tracer_s"]) == {"before_command", "after_command"}
+
+
+def test_the_environment_costs_no_torch_import_and_takes_the_gpu_from_the_markers(tmp_path: Path) -> None:
+    """trace run neither imports torch nor creates a CUDA context of its own (that took seconds and
+    GPU memory beside the traced command): its GPU is what the traced processes held."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from tracer.capture.launcher import capture_run
+        from tracer.capture.options import CaptureOptions
+        run = Path({str(tmp_path / "run")!r})
+        (run / "logs").mkdir(parents=True)
+        res = capture_run([sys.executable, "-c", "pass"], run, run / "logs", 60, options=CaptureOptions(backend="fake"),
+                          describe=True)
+        print("torch" in sys.modules, sorted(res.environment)[:3])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("False ['cuda-core', 'cuda-python', 'cupti-python']"), out.stderr
+    h200 = {"ordinal": 0, "name": "NVIDIA H200", "sm": "90", "sms": 132, "memory_gb": 139.8, "cuda": "13.0"}
+    markers = [{"pid": 9, "rank": None, "devices": []}, {"pid": 8, "rank": 1, "devices": [{**h200, "ordinal": 1}]},
+               {"pid": 7, "rank": 0, "devices": [h200]}]
+    env = with_gpu({"python": "3.12"}, markers)
+    assert env["gpu"] == h200 and env["gpus"] == [h200, {**h200, "ordinal": 1}] and env["python"] == "3.12"
 
 
 def test_processes_without_kernels_never_stand_for_the_run(family) -> None:  # type: ignore[no-untyped-def]
