@@ -558,3 +558,44 @@ def test_importing_torch_does_not_start_cupti(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", "import torch, torch.distributed.run"], env=env, check=True, timeout=120)
     (m,) = read_markers(procs)
     assert m["trace"] is None and "cupti_started_by" not in m and "cupti_started" not in m["timing"]["marks_s"]
+
+
+class FakeLibcuda:
+    """The driver calls devices() makes, answering through the ctypes references it is given:
+    two GPUs, a context on the second only."""
+
+    def cuDeviceGetCount(self, count) -> int:  # noqa: ANN001, N802
+        count._obj.value = 2
+        return 0
+
+    def cuDeviceGet(self, dev, ordinal: int) -> int:  # noqa: ANN001, N802
+        dev._obj.value = ordinal
+        return 0
+
+    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:  # noqa: ANN001, N802
+        active._obj.value = int(dev.value == 1)
+        return 0
+
+    def cuDeviceGetName(self, name, size: int, dev) -> int:  # noqa: ANN001, N802
+        name.value = b"NVIDIA H200"
+        return 0
+
+    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:  # noqa: ANN001, N802
+        cell._obj.value = {75: 9, 76: 0, 16: 132}[attribute]
+        return 0
+
+    def cuDeviceTotalMem_v2(self, memory, dev) -> int:  # noqa: ANN001, N802
+        memory._obj.value = 150_110_961_664
+        return 0
+
+    def cuDriverGetVersion(self, version) -> int:  # noqa: ANN001, N802
+        version._obj.value = 13000
+        return 0
+
+
+def test_devices_name_the_gpus_a_process_holds_a_context_on() -> None:
+    from tracer.capture.session import _active_devices, _describe
+
+    lib = FakeLibcuda()
+    assert _describe(lib, _active_devices(lib)) == [
+        {"ordinal": 1, "name": "NVIDIA H200", "sm": "90", "sms": 132, "memory_gb": 139.8, "cuda": "13.0"}]

@@ -335,11 +335,20 @@ def cuda_context_exists() -> bool:
 
 def devices() -> list[dict[str, Any]]:
     """The GPUs this process holds a context on, as environment.json names them (trace run reads
-    them from the markers instead of starting CUDA itself); [] when it holds none."""
+    them from the markers instead of starting CUDA itself); [] when it holds none or libcuda does
+    not answer (never raising: the trace matters more)."""
+    try:
+        lib = _libcuda()
+        return _describe(lib, _active_devices(lib)) if lib is not None else []
+    except Exception:
+        return []
+
+
+def _describe(lib: Any, ordinals: list[int]) -> list[dict[str, Any]]:
     import ctypes
 
-    lib, out = _libcuda(), []
-    for ordinal in _active_devices(lib) if lib is not None else []:
+    out = []
+    for ordinal in ordinals:
         dev, name, driver = ctypes.c_int(0), ctypes.create_string_buffer(256), ctypes.c_int(0)
         attrs = {key: ctypes.c_int(0) for key in (75, 76, 16)}  # compute capability major, minor; SMs
         memory = ctypes.c_size_t(0)
