@@ -2,8 +2,11 @@
 of untraced), side by side in one run: `torchrun ... ddp_train.py` untraced and under
 `tracer trace run -- torchrun ...`, interleaved repetitions, medians. For the traced runs: the
 whole `tracer trace run` (what a user waits for), the traced command alone (command.json
-`seconds`), and per process (torchrun's agent, each rank) what tracer spent, from the markers:
-start-up, bootstrap, CUPTI start, periodic flushes, the exit's flush and write.
+`seconds`), tracer's own time around it (the interpreter and CLI imports: `python -m tracer
+--version` alone; the capture set-up before the command and the settling after it: command.json
+`tracer_s`; the rest: arguments, writing the run directory), and per process (torchrun's agent,
+each rank) what tracer spent, from the markers: start-up, bootstrap, CUPTI start, flushes, the
+exit's flush and write.
 
 Run on a GPU machine (2 ranks share one GPU over gloo, or one GPU each over NCCL):
     python scripts/bench_ddp_capture.py [--repeats 3] [--nproc 2] [--json OUT.json]"""
@@ -46,6 +49,8 @@ def traced(command: list[str], work: Path, timeout: float) -> dict[str, Any]:
     except (OSError, ValueError):
         return info | {"error": res.stderr()[-400:]}
     info["command_s"] = cmd.get("seconds")
+    info["before_s"] = (cmd.get("tracer_s") or {}).get("before_command")
+    info["after_s"] = (cmd.get("tracer_s") or {}).get("after_command")
     info["processes"] = {}
     for p in cmd.get("processes", []):
         marker = json.loads((run / "procs" / f"{p['file']}.json").read_text())
@@ -60,12 +65,27 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
                            "traced_s": statistics.median(r["seconds"] for r in tr) if tr else None,
                            "traced_command_s": statistics.median(r["command_s"] for r in tr) if tr else None}
     roles = sorted({k for r in tr for k in r["processes"]})
-    out["per_process"] = {k: {c: statistics.median(r["processes"][k][c] for r in tr if k in r["processes"])
+    out["per_process"] = {k: {c: statistics.median(r["processes"][k].get(c, 0.0) for r in tr if k in r["processes"])
                               for c in (*COSTS, "alive_s", "kernels")} for k in roles}
     if out["untraced_s"] and out["traced_s"]:
         out["traced/untraced"] = out["traced_s"] / out["untraced_s"]
         out["command/untraced"] = out["traced_command_s"] / out["untraced_s"]
+    for key in ("before_s", "after_s"):
+        known = [r[key] for r in tr if r.get(key) is not None]
+        out[key] = statistics.median(known) if known else None
+    startup = [r["seconds"] for r in runs if r["mode"] == "startup"]
+    out["startup_s"] = statistics.median(startup) if startup else None
     return out
+
+
+def split(m: dict[str, Any]) -> str:
+    """tracer's own seconds around the command, by part (medians)."""
+    own = m["traced_s"] - m["traced_command_s"]
+    parts = {"interpreter and CLI imports": m.get("startup_s"), "capture set-up": m.get("before_s"),
+             "after the command (settling the processes)": m.get("after_s")}
+    parts["the rest (arguments, analysis, run directory)"] = own - sum(v for v in parts.values() if v is not None)
+    return f"tracer's own time around the command {own:.2f} s: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()
+                                                                           if v is not None)
 
 
 def main() -> int:
@@ -88,7 +108,12 @@ def main() -> int:
             work = Path(tmp) / f"traced-{rep}"
             work.mkdir()
             runs.append({"mode": "traced", "repeat": rep, **traced(command, work, args.timeout)})
-            for r in runs[-2:]:
+            work = Path(tmp) / f"startup-{rep}"
+            work.mkdir()
+            res = proc.run([sys.executable, "-m", "tracer", "--version"], timeout=args.timeout, stdout_path=work / "stdout.log",
+                           stderr_path=work / "stderr.log")
+            runs.append({"mode": "startup", "repeat": rep, "seconds": res.seconds, "exit": res.returncode})
+            for r in runs[-3:]:
                 print(f"{r['mode']:<9} repeat {rep}: {r['seconds']:7.2f} s exit {r['exit']}"
                       + (f" (command {r.get('command_s')} s)" if r["mode"] == "traced" else ""), flush=True)
             if args.json:
@@ -99,6 +124,7 @@ def main() -> int:
     if "traced/untraced" in med:
         print(f"traced/untraced {med['traced/untraced']:.3f}x (goal <= 1.05: {'met' if med['traced/untraced'] <= 1.05 else 'NOT met'}), "
               f"command/untraced {med['command/untraced']:.3f}x")
+        print(split(med))
     print("per process (medians, s): " + " ".join(f"{c:>12}" for c in (*COSTS, "alive_s", "kernels")))
     for k, row in med["per_process"].items():
         print(f"  {k:<24}" + " ".join(f"{row[c]:>12.3f}" for c in (*COSTS, "alive_s", "kernels")))

@@ -162,7 +162,7 @@ def nccl_streams(db: Path) -> str:
 
 
 def ddp_bench(out: Path) -> None:
-    from bench_ddp_capture import medians
+    from bench_ddp_capture import medians, split
 
     data = verdict_json(out / "bench_ddp_capture.json")
     runs = data.get("runs", [])
@@ -173,6 +173,7 @@ def ddp_bench(out: Path) -> None:
     print(f"  {'(cut off) ' if data.get('partial') else ''}untraced {m['untraced_s']:.2f} s, traced {m['traced_s']:.2f} s "
           f"({m.get('traced/untraced', 0):.3f}x), traced command alone {m['traced_command_s']:.2f} s "
           f"({m.get('command/untraced', 0):.3f}x), repeats {sum(r.get('mode') == 'traced' for r in runs)}")
+    print(f"  {split(m)}")
     for k, row in m.get("per_process", {}).items():
         print(f"    {k:<8} " + " ".join(f"{c} {v:.3f}" for c, v in row.items()))
 

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tracer.capture.launcher import BOOT, ENV_PROBE, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command
+from tracer.capture.launcher import (BOOT, capture_env, capture_run, describe, pick_trace, read_markers, resolve_command,
+                                     with_gpu)
 from tracer.capture.options import ENV_DIR, CaptureOptions
 from tracer.capture.session import file_stem
 from tracer.errors import UsageError
@@ -111,8 +112,32 @@ def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ig
     traced = {p["pid"] for p in fields["processes"]}
     assert not traced & {u["pid"] for u in fields["untraced"]}
     assert "sampled every" in fields["untraced_note"]
-    assert not any(ENV_PROBE in u["cmdline"] for u in fields["untraced"])  # tracer's own helper is not the command's
-    assert res.environment["python"] and "tracer" in res.environment  # read by that helper while the command ran
+    assert res.environment["python"] and "tracer" in res.environment  # versions, read while the command ran
+    assert res.environment["gpu"] is None and "no traced process reported a GPU" in res.environment["gpu_note"]
+    assert set(fields["tracer_s"]) == {"before_command", "after_command"}
+
+
+def test_the_environment_costs_no_torch_import_and_takes_the_gpu_from_the_markers(tmp_path: Path) -> None:
+    """trace run neither imports torch nor creates a CUDA context of its own (that took seconds and
+    GPU memory beside the traced command): its GPU is what the traced processes held."""
+    code = textwrap.dedent(f"""
+        import sys
+        from pathlib import Path
+        from tracer.capture.launcher import capture_run
+        from tracer.capture.options import CaptureOptions
+        run = Path({str(tmp_path / "run")!r})
+        (run / "logs").mkdir(parents=True)
+        res = capture_run([sys.executable, "-c", "pass"], run, run / "logs", 60, options=CaptureOptions(backend="fake"),
+                          describe=True)
+        print("torch" in sys.modules, sorted(res.environment)[:3])
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.stdout.startswith("False ['cuda-core', 'cuda-python', 'cupti-python']"), out.stderr
+    h200 = {"ordinal": 0, "name": "NVIDIA H200", "sm": "90", "sms": 132, "memory_gb": 139.8, "cuda": "13.0"}
+    markers = [{"pid": 9, "rank": None, "devices": []}, {"pid": 8, "rank": 1, "devices": [{**h200, "ordinal": 1}]},
+               {"pid": 7, "rank": 0, "devices": [h200]}]
+    env = with_gpu({"python": "3.12"}, markers)
+    assert env["gpu"] == h200 and env["gpus"] == [h200, {**h200, "ordinal": 1}] and env["python"] == "3.12"
 
 
 def test_processes_without_kernels_never_stand_for_the_run(family) -> None:  # type: ignore[no-untyped-def]
@@ -553,3 +578,44 @@ def test_importing_torch_does_not_start_cupti(tmp_path: Path) -> None:
     subprocess.run([sys.executable, "-c", "import torch, torch.distributed.run"], env=env, check=True, timeout=120)
     (m,) = read_markers(procs)
     assert m["trace"] is None and "cupti_started_by" not in m and "cupti_started" not in m["timing"]["marks_s"]
+
+
+class FakeLibcuda:
+    """The driver calls devices() makes, answering through the ctypes references it is given:
+    two GPUs, a context on the second only."""
+
+    def cuDeviceGetCount(self, count) -> int:  # noqa: ANN001, N802
+        count._obj.value = 2
+        return 0
+
+    def cuDeviceGet(self, dev, ordinal: int) -> int:  # noqa: ANN001, N802
+        dev._obj.value = ordinal
+        return 0
+
+    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:  # noqa: ANN001, N802
+        active._obj.value = int(dev.value == 1)
+        return 0
+
+    def cuDeviceGetName(self, name, size: int, dev) -> int:  # noqa: ANN001, N802
+        name.value = b"NVIDIA H200"
+        return 0
+
+    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:  # noqa: ANN001, N802
+        cell._obj.value = {75: 9, 76: 0, 16: 132}[attribute]
+        return 0
+
+    def cuDeviceTotalMem_v2(self, memory, dev) -> int:  # noqa: ANN001, N802
+        memory._obj.value = 150_110_961_664
+        return 0
+
+    def cuDriverGetVersion(self, version) -> int:  # noqa: ANN001, N802
+        version._obj.value = 13000
+        return 0
+
+
+def test_devices_name_the_gpus_a_process_holds_a_context_on() -> None:
+    from tracer.capture.session import _active_devices, _describe
+
+    lib = FakeLibcuda()
+    assert _describe(lib, _active_devices(lib)) == [
+        {"ordinal": 1, "name": "NVIDIA H200", "sm": "90", "sms": 132, "memory_gb": 139.8, "cuda": "13.0"}]

@@ -65,6 +65,9 @@ def test_torchrun_ddp_traces_every_rank(tmp_path: Path, capsys: pytest.CaptureFi
         marker = markers[p["file"]]
         assert marker["file"].endswith(f"-r{rank}") and marker["cupti_started_by"] == "torch CUDA init"
         assert {"bootstrap", "exit_total"} <= set(marker["timing"]["phases_s"])
+        assert marker["devices"] and marker["devices"][0]["sms"] > 0  # the GPU it held a context on
+    env = json.loads((run / "environment.json").read_text())  # its GPU from the ranks' markers, no probe of tracer's
+    assert env["gpu"]["name"] == markers[ranks[0]["file"]]["devices"][0]["name"] and env["torch"]
 
 
 @pytest.mark.parametrize("kill_after", [0, 5])

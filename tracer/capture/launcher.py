@@ -4,7 +4,9 @@ into RUN/procs/ (session.py). Meanwhile the process tree is sampled, so descenda
 wrote a marker (non-Python programs) are listed as untraced instead of silently missed. After the
 command, what a process that died left (its last flushed records) is completed and marked
 partial, and every process gets an outcome. When exactly one process recorded kernels its trace
-becomes RUN/trace.sqlite, as single-process runs always were; several make a job."""
+becomes RUN/trace.sqlite, as single-process runs always were; several make a job. The environment
+(environment.json) is read here without importing torch, its GPU from the traced processes'
+markers: tracer creates no CUDA context of its own."""
 from __future__ import annotations
 
 import json
@@ -28,8 +30,6 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the t
 SAMPLE_S = 0.2
 LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
-ENVIRONMENT = "import json; from tracer.store.rundir import environment; print(json.dumps(environment(), default=str))"
-ENV_PROBE = "tracer-environment-probe"  # its argv[1], so the tree sampler leaves it out of the command's processes
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -83,8 +83,6 @@ class TreeSampler(threading.Thread):
         super().__init__(daemon=True, name="tracer-tree-sampler")
         self.me = os.getpid()
         self.seen: dict[int, dict[str, Any]] = {}
-        self.probes: dict[int, bool] = {}
-        self.own_cmdline = _cmdline(self.me)
         self.root: int | None = None
         self.sessions: set[int] = set()  # kept: orphans stay in their session after its leader exits
         self.lock = threading.Lock()  # sample() also runs on the caller's thread (linger)
@@ -108,7 +106,7 @@ class TreeSampler(threading.Thread):
         kids: dict[int, list[int]] = {}
         for pid, (ppid, _, _) in table.items():
             kids.setdefault(ppid, []).append(pid)
-        direct = [pid for pid in kids.get(self.me, []) if not self._probe(pid)]
+        direct = kids.get(self.me, [])
         if self.root is None and direct:
             self.root = min(direct)
         self.sessions |= {pid for pid in direct if table[pid][1] == pid}
@@ -122,18 +120,6 @@ class TreeSampler(threading.Thread):
         found |= {pid for pid, (_, sid, _) in table.items() if sid in sids}
         for pid in found - self.seen.keys():
             self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
-
-    def _probe(self, pid: int) -> bool:
-        """tracer's own helper process (describe_environment), not part of the command. A child
-        not yet past its exec still shows this process's command line: asked again later."""
-        if pid not in self.probes:
-            cmdline = _cmdline(pid)
-            if cmdline == self.own_cmdline:
-                return False
-            self.probes[pid] = ENV_PROBE in cmdline
-            if self.probes[pid]:
-                self.seen.pop(pid, None)
-        return self.probes[pid]
 
     def stop(self) -> None:
         self.stopping.set()
@@ -209,12 +195,13 @@ class CaptureResult:
     options: CaptureOptions = field(default_factory=CaptureOptions)
     sampled: bool = True
     environment: dict[str, Any] = field(default_factory=dict)
+    tracer_s: dict[str, float] = field(default_factory=dict)  # tracer's own seconds before and after the command
 
     def command_fields(self) -> dict[str, Any]:
         """What command.json records about the processes of the run."""
         keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
                 "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "trace_error", "error")
-        return {"memory": self.options.memory, "job": self.job,
+        return {"memory": self.options.memory, "job": self.job, "tracer_s": self.tracer_s,
                 "processes": [{k: m.get(k) for k in keys} for m in self.processes],
                 "untraced": list(self.untraced),
                 "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
@@ -316,22 +303,15 @@ def outcome_summary(result: CaptureResult) -> str:
         (f"; {len(result.untraced)} untraced" if result.untraced else "")
 
 
-def describe_environment(run_dir: Path) -> dict[str, Any]:
-    """environment.json's content, read in a child process (it imports torch: seconds, on another
-    core and off this process's GIL, which the tree sampler needs); in this process if that fails."""
-    out, err = run_dir / ".environment.json", run_dir / ".environment.err"
-    env = dict(os.environ) | {"PYTHONPATH": os.pathsep.join([str(ROOT)] + ([os.environ["PYTHONPATH"]]
-                                                                             if os.environ.get("PYTHONPATH") else []))}
-    env.pop(ENV_DIR, None)
-    try:
-        res = proc.run([sys.executable, "-c", ENVIRONMENT, ENV_PROBE], timeout=120, stdout_path=out, stderr_path=err, env=env)
-        data = json.loads(res.stdout()) if res.returncode == 0 else None
-    except (OSError, ValueError):
-        data = None
-    finally:
-        out.unlink(missing_ok=True)
-        err.unlink(missing_ok=True)
-    return data if isinstance(data, dict) else environment()
+def with_gpu(env: dict[str, Any], markers: list[dict[str, Any]]) -> dict[str, Any]:
+    """environment.json: `env` (versions, read here) and the GPUs the traced processes held a
+    context on (their markers' `devices`, ranks first): tracer never touches CUDA itself."""
+    found: list[dict[str, Any]] = []
+    for m in sorted(markers, key=lambda m: (m.get("rank") is None, m.get("rank") or 0, m.get("pid") or 0)):
+        found += [d for d in m.get("devices") or [] if isinstance(d, dict) and d not in found]
+    if not found:
+        return env | {"gpu": None, "gpu_note": "no traced process reported a GPU (none used CUDA, or none lived to exit)"}
+    return env | {"gpu": found[0]} | ({"gpus": found} if len(found) > 1 else {})
 
 
 def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
@@ -339,8 +319,9 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
                 options: CaptureOptions | None = None, describe: bool = False) -> CaptureResult:
     """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
     process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
-    benchmarks and tests) wins over memory/backend/devices. `describe`: also read what
-    environment.json holds, in a helper process while the command runs."""
+    benchmarks and tests) wins over memory/backend/devices. `describe`: also what environment.json
+    holds (versions read while the command runs; the GPU from the markers)."""
+    entered = time.monotonic()
     options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
     if options.backend == "cupti":
         from tracer.capture.cupti import require_cupti_python
@@ -351,10 +332,10 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     procs.mkdir(parents=True, exist_ok=True)
     env = capture_env(procs, options)
     env_info: dict[str, Any] = {}
-    described = threading.Thread(target=lambda: env_info.update(describe_environment(run_dir)), daemon=True,
+    described = threading.Thread(target=lambda: env_info.update(environment(gpu=False)), daemon=True,
                                  name="tracer-environment")
     if describe:
-        described.start()  # versions and the GPU (imports torch): while the command runs, not after it
+        described.start()  # package versions (file reads): while the command runs
     sampler = TreeSampler()
     sampler.start()
     start = time.monotonic()
@@ -368,6 +349,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
                        linger=linger)
     finally:
         sampler.stop()
+    ended = time.monotonic()
     wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))  # those outside the group
     markers = settle(procs, read_markers(procs), options.flush_s)
     chosen, job = pick_trace(markers, procs, sampler.root)
@@ -378,8 +360,10 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
         shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
     if describe:
         described.join()
+        env_info = with_gpu(env_info, markers)
+    own = {"before_command": round(start - entered, 4), "after_command": round(time.monotonic() - ended, 4)}
     return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
-                         sampler.available, env_info)
+                         sampler.available, env_info, own)
 
 
 def capture(command: list[str], out: Path, logs: Path, timeout: float, *, memory: bool = False) -> proc.ProcResult:

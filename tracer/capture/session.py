@@ -91,6 +91,7 @@ class Session:
         self.stop_flushing = threading.Event()
         self.last_forced = time.monotonic()  # CUPTI's start, or the last forced flush
         self.flushed_kernels = {"periodic": 0, "sync": 0}  # kernels each kind of flush wrote before the exit
+        self.devices: list[dict[str, Any]] = []  # the GPUs it holds a context on (environment.json)
 
     @property
     def stem(self) -> str:
@@ -207,8 +208,10 @@ class Session:
         """The running process's marker with what it has flushed so far (kernels, timing): what a
         process that dies leaves, and what `trace run` keeps when it settles it."""
         kernels = self.writer.kernels if self.writer is not None else 0
+        if not self.devices and kernels:
+            self.devices = devices()
         write_json(self.folder / f"{self.stem}.json", {**self.started, "kernels": kernels, "flushed_kernels": self.flushed_kernels,
-                                                         "timing": self.timing.to_json()})
+                                                         "devices": self.devices, "timing": self.timing.to_json()})
 
     # --- fork -----------------------------------------------------------------------------
     def after_fork(self) -> None:
@@ -219,6 +222,7 @@ class Session:
         self.forked = True
         self.finished = False
         self.flushed_kernels = {"periodic": 0, "sync": 0}
+        self.devices = []
         self.finishing = self.pending_signal = None
         self.backend.after_fork(self.info["pid"], int(self.backend.clock()))
         if self.memory is not None:
@@ -277,7 +281,7 @@ class Session:
         rec.meta["TRACER_PROCESS"] = self.stem
         with self.timing.phase("exit_write"):
             trace = self.writer.close(rec, target_exit=exit_code)
-        return {"kernels": self.writer.kernels, "trace": trace.name, "cuda": True,
+        return {"kernels": self.writer.kernels, "trace": trace.name, "cuda": True, "devices": self.devices or devices(),
                 "errors": {k: f"{n}: {first}" for k, (n, first) in rec.errors.items()}}
 
     def _no_trace(self) -> dict[str, Any]:
@@ -295,26 +299,69 @@ def _fork_child_may_flush() -> bool:
     return cuda_initialized()
 
 
-def cuda_context_exists() -> bool:
-    """Whether this process holds an active CUDA primary context, asked of libcuda only when it is
-    already loaded (never loading it)."""
+def _libcuda() -> Any:
+    """libcuda when this process has already loaded it (never loading it), else None."""
     import ctypes
 
     try:
         if "libcuda.so" not in Path("/proc/self/maps").read_text():
-            return False
-        lib = ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
+            return None
+        return ctypes.CDLL("libcuda.so.1", mode=os.RTLD_NOLOAD | os.RTLD_LAZY)
     except OSError:
-        return False
-    count = ctypes.c_int(0)
+        return None
+
+
+def _active_devices(lib: Any) -> list[int]:
+    """Ordinals of the devices whose primary context is active in this process."""
+    import ctypes
+
+    count, out = ctypes.c_int(0), []
     if lib.cuDeviceGetCount(ctypes.byref(count)) != 0:  # not initialised: no context
-        return False
+        return []
     for ordinal in range(count.value):
         dev, flags, active = ctypes.c_int(0), ctypes.c_uint(0), ctypes.c_int(0)
         if lib.cuDeviceGet(ctypes.byref(dev), ordinal) == 0 and \
                 lib.cuDevicePrimaryCtxGetState(dev, ctypes.byref(flags), ctypes.byref(active)) == 0 and active.value:
-            return True
-    return False
+            out.append(ordinal)
+    return out
+
+
+def cuda_context_exists() -> bool:
+    """Whether this process holds an active CUDA primary context, asked of libcuda only when it is
+    already loaded."""
+    lib = _libcuda()
+    return lib is not None and bool(_active_devices(lib))
+
+
+def devices() -> list[dict[str, Any]]:
+    """The GPUs this process holds a context on, as environment.json names them (trace run reads
+    them from the markers instead of starting CUDA itself); [] when it holds none or libcuda does
+    not answer (never raising: the trace matters more)."""
+    try:
+        lib = _libcuda()
+        return _describe(lib, _active_devices(lib)) if lib is not None else []
+    except Exception:
+        return []
+
+
+def _describe(lib: Any, ordinals: list[int]) -> list[dict[str, Any]]:
+    import ctypes
+
+    out = []
+    for ordinal in ordinals:
+        dev, name, driver = ctypes.c_int(0), ctypes.create_string_buffer(256), ctypes.c_int(0)
+        attrs = {key: ctypes.c_int(0) for key in (75, 76, 16)}  # compute capability major, minor; SMs
+        memory = ctypes.c_size_t(0)
+        if lib.cuDeviceGet(ctypes.byref(dev), ordinal) != 0 or lib.cuDeviceGetName(name, 256, dev) != 0:
+            continue
+        for key, cell in attrs.items():
+            lib.cuDeviceGetAttribute(ctypes.byref(cell), key, dev)
+        lib.cuDeviceTotalMem_v2(ctypes.byref(memory), dev)
+        lib.cuDriverGetVersion(ctypes.byref(driver))
+        out.append({"ordinal": ordinal, "name": name.value.decode(errors="replace"), "sm": f"{attrs[75].value}{attrs[76].value}",
+                    "sms": attrs[16].value, "memory_gb": round(memory.value / 2**30, 1),
+                    "cuda": f"{driver.value // 1000}.{driver.value % 1000 // 10}"})
+    return out
 
 
 class ImportTrigger(importlib.abc.MetaPathFinder):

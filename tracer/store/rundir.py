@@ -86,8 +86,9 @@ def write_json(path: Path, data: Any) -> None:
     atomic.write_json(path, data)
 
 
-def environment() -> dict[str, Any]:
-    """Versions and the GPU, as far as they can be read without failing."""
+def environment(gpu: bool = True) -> dict[str, Any]:
+    """Versions and (`gpu`: through torch, which it imports) the GPU, as far as they can be read
+    without failing."""
     from importlib.metadata import PackageNotFoundError, version
 
     from tracer import __version__
@@ -100,12 +101,13 @@ def environment() -> dict[str, Any]:
         except PackageNotFoundError:
             info[pkg] = None
     try:
-        import torch
+        if gpu:
+            import torch
 
-        if torch.cuda.is_available():
-            p = torch.cuda.get_device_properties(0)
-            info["gpu"] = {"name": p.name, "sm": f"{p.major}{p.minor}", "sms": p.multi_processor_count,
-                           "memory_gb": round(p.total_memory / 2**30, 1), "cuda": torch.version.cuda}
+            if torch.cuda.is_available():
+                p = torch.cuda.get_device_properties(0)
+                info["gpu"] = {"name": p.name, "sm": f"{p.major}{p.minor}", "sms": p.multi_processor_count,
+                               "memory_gb": round(p.total_memory / 2**30, 1), "cuda": torch.version.cuda}
     except Exception as exc:  # recorded, not raised: a broken CUDA setup is part of the environment
         info["gpu_error"] = str(exc)
     info["env"] = {k: os.environ[k] for k in ENV_KEYS if k in os.environ}
