@@ -6,7 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.cliargs import add_analysis_options, add_workload_options, choose_pairs, hazards_wanted, open_trace
+from tracer.cliargs import (add_analysis_options, add_workload_options, choose_pairs, hazards_wanted, open_trace,
+                            open_trace_or_job)
 from tracer.errors import ChecksFailed, TargetFailed
 
 
@@ -24,7 +25,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
     a = ts.add_parser("analyze", help="ordering verdicts and stream statistics of a run directory or trace file")
-    a.add_argument("source", type=Path, help="run directory, .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
+    a.add_argument("source", type=Path, help="run directory (a job's too), .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
     add_analysis_options(a)
     a.set_defaults(func=cmd_analyze)
     i = ts.add_parser("import", help="make a run directory from a trace made elsewhere")
@@ -41,9 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
     """Print the verdicts; then a failed target (exit 7) before the checks asked for (exit 1)."""
-    from tracer.trace.text import format_analysis
+    from tracer.trace.job_text import format_result
 
-    print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
+    print(json.dumps(analysis.to_json(), indent=1) if args.json else format_result(analysis))
     if failed:
         raise TargetFailed(failed)
     problems = analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
@@ -67,10 +68,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tracer.trace.analyze import analyze
-
-    run, hazards = open_trace(args.source), hazards_wanted(args)
-    return finish(analyze(run.load(), choose_pairs(args, run.pair_spec), hazards=hazards), args)
+    run, hazards = open_trace_or_job(args.source), hazards_wanted(args)
+    return finish(run.analyze(choose_pairs(args, run.pair_spec), hazards), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -85,9 +84,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
-    from tracer.trace.analyze import analyze
 
-    run = open_trace(args.source)
-    n = write_perfetto(analyze(run.load(), choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
+    run = open_trace_or_job(args.source)
+    n = write_perfetto(run.analyze(choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
     print(f"wrote {args.output} ({n} events); open it in ui.perfetto.dev")
     return 0

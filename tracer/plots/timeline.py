@@ -84,7 +84,7 @@ def _axes(ax: Axes, data: TimelineData, rows: list[tuple[float, str]], height: f
     ax.set_xlim(*data.window_us)
     unit, scale = data.unit
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / scale:g}"))
-    ax.set_xlabel(f"time ({unit}) from the first kernel")
+    ax.set_xlabel(f"time ({unit}) from {data.time_from}")
 
 
 def _draw_range_lane(ax: Axes, lane: RangeLane, y: float) -> None:
