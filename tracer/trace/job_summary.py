@@ -272,8 +272,11 @@ def process_collectives(p: JobProcess, trace: Trace, shift: int) -> list[Collect
 
 
 def match_collectives(calls: dict[str, list[CollectiveCall]], error_ns: int | None) -> tuple[Collective, ...]:
-    """The k-th collective of each process that ran any, for k up to the fewest any ran."""
+    """The k-th collective of each process that ran any, for k up to the fewest any ran; none when
+    fewer than two processes ran collectives (no one to be late for)."""
     runs = [c for c in calls.values() if c]
+    if len(runs) < 2:
+        return ()
     out = []
     for k in range(min((len(c) for c in runs), default=0)):
         row = tuple(c[k] for c in runs)

@@ -52,6 +52,15 @@ def collective_lines(s: JobSummary) -> list[str]:
         return ["collectives: none (no NCCL kernel in any process: gloo or MPI on the CPU, or no communication)"]
     per = ", ".join(f"{k} {n}" for k, n in s.collectives_per_process.items())
     lines = [f"collectives (NCCL kernels): {per}; {len(s.collectives)} matched across ranks (the k-th of each)"]
+    if len(s.collectives_per_process) < 2:
+        lines.append("  one process ran collectives: no straggler to tell (the others left no trace, or ran none)")
+    elif len(set(s.collectives_per_process.values())) > 1:
+        lines.append("  the ranks ran different numbers of collectives: only the first "
+                     f"{len(s.collectives)} of each are matched (a rank stopped early, or its trace is partial)")
+    mixed = sum(c.op == "mixed" for c in s.collectives)
+    if mixed:
+        lines.append(f"  {mixed} matched collectives disagree on the operation across ranks (op 'mixed'): "
+                     "the ranks did not run the same sequence, or several communicators interleave")
     for label, st in s.stragglers().items():
         if st["last"]:
             lines.append(f"  straggler {label}: last into {st['last']} of {len(s.collectives)}, late by "
