@@ -379,3 +379,27 @@ def test_synthetic_trace_marker_helpers_agree(tmp_path: Path) -> None:
     """The planned marker's pairs hold the planned offset (the oracle of the tests above)."""
     m = marker(PLAN, 1, rank_trace(PLAN, 1, tmp_path / "t.sqlite"))
     assert {u - c for c, u in (m["clock_start"], m["clock_end"])} == {PLAN.offsets[1]}
+
+
+def _rehost(run: Path, stem: str, host: str) -> None:
+    path = run / "procs" / f"{stem}.json"
+    path.write_text(json.dumps({**json.loads(path.read_text()), "host": host}))
+
+
+def test_clock_error_is_unknown_where_nothing_can_vouch_for_it(tmp_path: Path) -> None:
+    gloo = tmp_path / "gloo"
+    shutil.copytree(GLOO, gloo)
+    _rehost(gloo, "vm-2581-r1", "vm2")  # two hosts, no collective: the pairs cannot tie their wall clocks
+    c = analyzed(gloo).summary.clock
+    assert c.error_ns is None and c.basis.startswith("unknown: several hosts") and c.pairs_error_ns == 5227
+    assert [p.label for p in analyzed(gloo).job.processes] == ["rank 0", "rank 1", "pid 2556@vm"]
+    nccl = write_job(PLAN, tmp_path / "nccl")
+    _rehost(nccl, "node-2001-r1", "other")  # with collectives, their ends say how well the hosts agree
+    c = analyzed(nccl).summary.clock
+    assert (c.error_ns, c.basis) == (0, "collective end spread (median)") and "several hosts" in c.notes[0]
+    one = _gloo_rank0_with_killed_rank1(tmp_path / "one")
+    m = json.loads((one / "procs" / "vm-2580-r0.json").read_text())
+    del m["clock_end"]
+    (one / "procs" / "vm-2580-r0.json").write_text(json.dumps(m))
+    c = analyzed(one).summary.clock
+    assert c.error_ns is None and c.pair_spread_ns == {"rank 0": None} and "one clock pair" in c.notes[0]

@@ -292,45 +292,56 @@ def match_collectives(calls: dict[str, list[CollectiveCall]], error_ns: int | No
 # ---- clocks -----------------------------------------------------------------------------------
 
 def clock_check(job: Job, collectives: tuple[Collective, ...]) -> Clock:
+    """The clock pairs' own spread, checked against the end times of the collectives; the error
+    stated is the larger, and unknown where neither can vouch for every process."""
     traced = [p for p, _ in job.traced()]
     offsets = {p.label: p.clock.offset_ns for p in traced}
     spreads = {p.label: p.clock.spread_ns for p in traced}
     known = [s for s in spreads.values() if s is not None]
-    pairs_error = max(known) if known else None
-    notes = []
-    if any(o is None for o in offsets.values()):
-        notes.append("processes without clock pairs are not aligned (offset 0): "
-                     + ", ".join(k for k, o in offsets.items() if o is None))
-    if len(known) < len(spreads):
-        notes.append("processes with one clock pair (they died before their end pair): their drift is not measured")
-    if len({p.host for p in traced}) > 1:
-        notes.append("several hosts: their wall clocks are taken as in sync; the clock pairs cannot measure that "
-                     "(the collectives can)")
+    pairs_error = max(known) if known and len(known) == len(spreads) else None
     multi = [c for c in collectives if len(c.calls) > 1]
     spread = [c.end_spread_ns for c in multi]
+    med = round(median(spread)) if spread else None
     residual: dict[str, list[int]] = {}
     for c in multi:
         mid = median(x.end_ns for x in c.calls)
         for x in c.calls:
             residual.setdefault(x.process, []).append(round(x.end_ns - mid))
-    med = round(median(spread)) if spread else None
-    candidates = [(pairs_error, "clock pairs"), (med, "collective end spread (median)")]
-    given = [(v, why) for v, why in candidates if v is not None]
-    error, basis = max(given) if given else (None, "unknown: no clock pairs and no collectives")
-    if any(o is None for o in offsets.values()) and not spread:
-        error, basis = None, "unknown: a process has no clock pairs and no collective checks it"
+    hosts = len({p.host for p in traced}) > 1
+    if med is not None and (pairs_error is None or hosts or med >= pairs_error):
+        error, basis = med, "collective end spread (median)"
+    elif pairs_error is not None and not hosts:
+        error, basis = pairs_error, "clock pairs"
+    else:
+        error, basis = None, ("unknown: several hosts and no collective to compare their wall clocks" if hosts else
+                              "unknown: a process has one clock pair or none, and no collective checks it")
     return Clock(offsets, spreads, pairs_error, len(multi), med, max(spread) if spread else None,
-                 {k: round(median(v)) for k, v in residual.items()}, error, basis, tuple(notes))
+                 {k: round(median(v)) for k, v in residual.items()}, error, basis, _clock_notes(traced, offsets, spreads))
+
+
+def _clock_notes(traced: list[JobProcess], offsets: dict[str, int | None], spreads: dict[str, int | None]) -> tuple[str, ...]:
+    notes = []
+    if any(o is None for o in offsets.values()):
+        notes.append("processes without clock pairs are not aligned (offset 0): "
+                     + ", ".join(k for k, o in offsets.items() if o is None))
+    if any(s is None and offsets[k] is not None for k, s in spreads.items()):
+        notes.append("processes with one clock pair (they died before their end pair): their drift is not measured")
+    if len({p.host for p in traced}) > 1:
+        notes.append("several hosts: the clock pairs tie each trace to its host's wall clock, not the hosts' clocks "
+                     "to each other (NTP); the collectives do")
+    return tuple(notes)
 
 
 # ---- the whole job ----------------------------------------------------------------------------
 
 def origin(job: Job) -> int:
     """The job's time origin on the wall-clock base: the first kernel (else NVTX range) of any process."""
-    firsts = [int(x.min()) + (p.clock.offset_ns or 0) for p, t in job.traced()
-              for x in (t.kernels.start,) if len(x)]
-    firsts = firsts or [int(t.ranges.start.min()) + (p.clock.offset_ns or 0) for p, t in job.traced() if len(t.ranges.start)]
-    return min(firsts) if firsts else 0
+    for column in ("kernels", "ranges"):
+        firsts = [int(getattr(t, column).start.min()) + (p.clock.offset_ns or 0) for p, t in job.traced()
+                  if len(getattr(t, column).start)]
+        if firsts:
+            return min(firsts)
+    return 0
 
 
 def shift_of(p: JobProcess, origin_ns: int) -> int:
