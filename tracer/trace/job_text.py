@@ -39,8 +39,9 @@ def clock_lines(c: Clock) -> list[str]:
     checked = (f"the same collective ends {us(c.end_spread_median_ns)} apart at the median (max "
                f"{us(c.end_spread_max_ns)}, {c.collectives_checked} collectives)" if c.collectives_checked
                else "no collective on several ranks to check them against")
-    lines = [f"clocks: CUPTI -> wall clock per process (offsets {offsets or 'none'}); the clock pairs agree to "
-             f"{us(c.pairs_error_ns)}; {checked}",
+    pairs = (f"the clock pairs agree to {us(c.pairs_error_ns)}" if c.pairs_error_ns is not None
+             else "the clock pairs cannot bound it (a process has fewer than two)")
+    lines = [f"clocks: CUPTI -> wall clock per process (offsets {offsets or 'none'}); {pairs}; {checked}",
              f"alignment error: {us(c.error_ns) if c.error_ns is not None else 'UNKNOWN'} ({c.basis})"]
     if c.residual_ns and c.collectives_checked:
         lines.append("  collective ends vs the median, per rank: " + ", ".join(f"{k} {us(v)}" for k, v in c.residual_ns.items()))
