@@ -403,3 +403,29 @@ def test_clock_error_is_unknown_where_nothing_can_vouch_for_it(tmp_path: Path) -
     (one / "procs" / "vm-2580-r0.json").write_text(json.dumps(m))
     c = analyzed(one).summary.clock
     assert c.error_ns is None and c.pair_spread_ns == {"rank 0": None} and "one clock pair" in c.notes[0]
+
+
+NCCL_FIXTURE = DATA / "jobs" / "ddp_nccl_2ranks"
+
+
+@pytest.mark.skipif(not (NCCL_FIXTURE / "procs").is_dir(),
+                    reason=f"{NCCL_FIXTURE} not captured yet (torchrun DDP on 2 GPUs: see its README once collected)")
+def test_real_nccl_job_collectives_end_together_on_their_own_streams() -> None:
+    from tracer.trace.timeline import event_edges
+
+    ja = analyzed(NCCL_FIXTURE)
+    s = ja.summary
+    assert len(s.collectives_per_process) == 2 and len(set(s.collectives_per_process.values())) == 1
+    assert s.collectives and all(c.op == "AllReduce" for c in s.collectives)
+    for p, a in zip(ja.job.processes, ja.analyses):
+        if a is None or p.rank is None:
+            continue
+        lanes = [x for x in s.lanes if x.process == p.label]
+        nccl = {x.stream for x in lanes if x.collectives}
+        compute = max(lanes, key=lambda x: x.kernels - x.collectives).stream
+        assert nccl and compute not in nccl  # the collectives run on their own stream(s)
+        e = event_edges(a)
+        assert any(int(w) in nccl for w in e.wait_stream) and any(int(r) in nccl for r in e.record_stream)
+    c = s.clock
+    assert c.basis and c.error_ns is not None and c.end_spread_median_ns is not None
+    assert c.end_spread_median_ns < 100_000  # ends of one all-reduce within 0.1 ms on one host

@@ -95,7 +95,7 @@ class JobProcess:
         if self.ending is Ending.DIED:
             return "died without exiting (SIGKILL or a crash)"
         if self.ending is Ending.UNFINISHED:
-            return "never finished (marker not rewritten: killed or crashed)"
+            return "never finished (marker not rewritten: killed, crashed or still running)"
         code = "" if self.exit is None else f" {self.exit}"
         why = self.exception.strip().splitlines()[0].rstrip(": ")[:80] if self.exception and self.exception.strip() else ""
         return f"exited{code}" + (f" ({why})" if why else "")
