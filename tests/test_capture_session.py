@@ -333,7 +333,14 @@ def test_commands_run_as_given() -> None:
         resolve_command([])
 
 
-def test_lingering_traced_process_is_waited_for(tmp_path: Path) -> None:
+@pytest.mark.parametrize("ticking", [True, False])
+def test_lingering_traced_process_is_waited_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ticking: bool) -> None:
+    """Also when the command exited before the sampler's first look at it (not ticking: the
+    sampler looks only once the command is over), its orphan is found through its session."""
+    from tracer.capture import launcher
+
+    if not ticking:
+        monkeypatch.setattr(launcher.TreeSampler, "run", lambda self: None)
     script = textwrap.dedent("""
         import subprocess, sys
         subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"], start_new_session=False)
@@ -528,15 +535,22 @@ def test_a_job_whose_rank_died_fails_and_says_how_each_process_ended(tmp_path: P
 
     argv, run = fake_cli(monkeypatch, tmp_path, RANKS)
     code = main(argv)
-    err = capsys.readouterr().err
-    assert code == 7, err  # the traced command failed: TargetFailed
-    assert "processes (3):" in err and "exited 1" in err and "died without exiting" in err and "PARTIAL trace, 1 kernels" in err
+    out, err = capsys.readouterr()
+    assert code == 7, err  # the traced command failed: TargetFailed, after the job was analysed
+    assert "exited 1" in err.splitlines()[-1] and "written and analysed all the same" in err.splitlines()[-1]
+    assert "JOB INCOMPLETE: rank 1" in out and "PARTIAL, died without exiting" in out and "processes (3):" in out
+    assert "== rank 0 (" in out and "== rank 1 (" in out and "partial traces, verdicts cover only" in out
     command = json.loads((run / "command.json").read_text())
     ranks = {p["rank"]: p for p in command["processes"] if p["rank"] is not None}
     assert (ranks[0]["outcome"], ranks[1]["outcome"], ranks[1]["state"]) == ("complete", "partial", "died")
     assert command["job"] and not (run / "trace.sqlite").exists() and "job: 2 processes" in err
     launcher_proc = next(p for p in command["processes"] if p["rank"] is None)
     assert launcher_proc["kernels"] == 0 and launcher_proc["outcome"] == "complete"
+    verdict = json.loads((run / "verdict.json").read_text())  # the job JSON, as `trace analyze` gives it
+    assert verdict["kind"] == "job" and verdict["partial"] is True and verdict["target_exit"] == 1
+    assert verdict["source"] == str(run) and [a["process"] for a in verdict["analyses"]] == ["rank 0", "rank 1", f"pid {launcher_proc['pid']}"]
+    assert [a["outcome"] for a in verdict["analyses"]][:2] == ["complete", "partial"] and not verdict["complete"]
+    assert all(a["source"].startswith(str(run / "procs")) for a in verdict["analyses"])  # not the temporary name
 
 
 @pytest.mark.parametrize("exit_code, expected", [(0, 2), (1, 7)])
@@ -555,9 +569,11 @@ def test_a_run_without_kernels_is_never_an_empty_analysis(tmp_path: Path, monkey
     assert str(failed) in captured.err and "(1 traced process: 1 complete" in captured.err  # its trace: no kernels
 
 
-def test_a_job_passes_no_check_it_could_not_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                capsys: pytest.CaptureFixture[str]) -> None:
-    """Several processes with kernels: nothing is analysed, so --fail-on-hazard cannot pass."""
+def test_a_job_is_analysed_as_one_and_checked_process_by_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Several processes with kernels: `trace run` analyses the job as `trace analyze` reads it, and
+    the checks asked for apply to every process with kernels (here: no memory sets, so hazards
+    cannot be checked in either rank; the launcher traced without kernels has nothing to judge)."""
     from tracer.cli import main
 
     script = RANKS.replace("== '1'", "== 'no rank'")
@@ -565,9 +581,16 @@ def test_a_job_passes_no_check_it_could_not_run(tmp_path: Path, monkeypatch: pyt
     argv, run = fake_cli(monkeypatch, tmp_path, script)
     dashes = argv.index("--")
     code = main(argv[:dashes] + ["--fail-on-hazard"] + argv[dashes:])
-    captured = capsys.readouterr()
-    assert code == 1 and captured.out == "" and "job: 2 processes recorded kernels" in captured.err
-    assert "nothing was checked" in captured.err and json.loads((run / "command.json").read_text())["job"]
+    out, err = capsys.readouterr()
+    assert code == 1 and "job: 2 processes recorded kernels" in err and json.loads((run / "command.json").read_text())["job"]
+    assert out.startswith(f"job {run}: 3 processes (2 ranks), 2 kernels") and "JOB INCOMPLETE" not in out
+    last = err.splitlines()[-1]
+    assert last.startswith("tracer: error: rank 0: hazards cannot be checked") and "rank 1: hazards cannot be checked" in last
+    assert "pid " not in last
+    assert main(["trace", "analyze", str(run), "--json"]) == 0  # the same job read back, no check asked for
+    again = json.loads(capsys.readouterr().out)
+    assert again["kind"] == "job" and again["complete"] and again["kernels"] == 2
+    assert again["job"]["processes"] == json.loads((run / "verdict.json").read_text())["job"]["processes"]
 
 
 def test_importing_torch_does_not_start_cupti(tmp_path: Path) -> None:

@@ -3,8 +3,8 @@
 `open_artifact(path)` recognises a trace run directory, a trace file (nsys/tracer SQLite, PyTorch
 profiler JSON, plain or gzipped), a `tracer sanitize` output (its directory or report.json), a
 campaign store (opened read-only), an ablation JSON or a `tracer profile` run directory (or its
-profile.json), and returns a `TraceRun`, `SanitizeRun`, `CampaignRun` or `NcuRun` (multi-process
-jobs join this union as `JobRun`). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
+profile.json), and returns a `TraceRun`, `SanitizeRun`, `CampaignRun`, `NcuRun` or `JobRun` (a run
+directory whose processes left their markers and traces under procs/: a multi-process job). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
 what it is. Nothing here runs a process or imports capture code: an .nsys-rep is exported to SQLite
 by the command before it is opened.
 """
@@ -18,12 +18,16 @@ from typing import TYPE_CHECKING, Any, Union
 
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
+from tracer.trace.job import JobProcess, is_job_dir, read_processes
 from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
     from tracer.ncu.store import ProfileRun
     from tracer.sanitize.model import ToolRun
+    from tracer.trace.analyze import Analysis
+    from tracer.trace.job import Job
+    from tracer.trace.job_summary import JobAnalysis
     from tracer.trace.model import Trace
 
 HEAD_BYTES = 1 << 16
@@ -49,6 +53,32 @@ class TraceRun:
 
         return load_trace(self.trace_file)
 
+    def analyze(self, pairs: PairSpec, hazards: bool = True) -> Analysis:
+        from tracer.trace.analyze import analyze
+
+        return analyze(self.load(), pairs, hazards=hazards)
+
+
+@dataclass(frozen=True)
+class JobRun:
+    """A run directory of several processes: their markers read (cheap), their traces when loaded."""
+
+    path: Path
+    run_dir: Path
+    processes: tuple[JobProcess, ...]
+    pair_spec: PairSpec | None  # the pairs its verdict.json was made with, when there is one
+    environment: dict[str, Any] | None
+
+    def load(self) -> Job:
+        from tracer.trace.job import load_job
+
+        return load_job(self.run_dir, self.processes)
+
+    def analyze(self, pairs: PairSpec, hazards: bool = True) -> JobAnalysis:
+        from tracer.trace.job_summary import analyze_job
+
+        return analyze_job(self.load(), pairs, hazards)
+
 
 @dataclass(frozen=True)
 class SanitizeRun:
@@ -71,7 +101,7 @@ class NcuRun:
     run: ProfileRun  # its profile.json: every launch's records
 
 
-Artifact = Union[TraceRun, SanitizeRun, CampaignRun, NcuRun]
+Artifact = Union[TraceRun, SanitizeRun, CampaignRun, NcuRun, JobRun]
 
 
 def _head(path: Path) -> bytes:
@@ -119,10 +149,19 @@ def _read_json(path: Path) -> dict[str, Any]:
     return data
 
 
-def open_trace_dir(path: Path) -> TraceRun:
+def _run_files(path: Path) -> tuple[PairSpec | None, dict[str, Any] | None]:
+    """The pairs of a run directory's verdict.json and its environment.json (None where absent)."""
     verdict, env = path / "verdict.json", path / "environment.json"
     spec = PairSpec.from_json(_read_json(verdict).get("pair_spec", "none")) if verdict.is_file() else None
-    return TraceRun(path, path / "trace.sqlite", path, spec, _read_json(env) if env.is_file() else None)
+    return spec, _read_json(env) if env.is_file() else None
+
+
+def open_trace_dir(path: Path) -> TraceRun:
+    return TraceRun(path, path / "trace.sqlite", path, *_run_files(path))
+
+
+def open_job_dir(path: Path) -> JobRun:
+    return JobRun(path, path, read_processes(path), *_run_files(path))
 
 
 def open_sanitize(path: Path) -> SanitizeRun:
@@ -176,11 +215,13 @@ def open_artifact(path: Path) -> Artifact:
     if is_profile_run(path):
         return open_profile(path)
     if path.is_dir():
+        if is_job_dir(path):
+            return open_job_dir(path)
         if (path / "trace.sqlite").is_file():
             return open_trace_dir(path)
         if (path / "report.json").is_file():
             return open_sanitize(path)
-        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, report.json or profile.json in it)")
+        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json or profile.json in it)")
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file or directory")
     kind = sniff(path)
@@ -195,6 +236,6 @@ def expect(path: Path, artifact: Artifact, wanted: type, what: str) -> Any:
     """The artifact when it is of the wanted kind, else a one-line error naming what it is."""
     if not isinstance(artifact, wanted):
         names = {TraceRun: "a trace", SanitizeRun: "a sanitizer report", CampaignRun: "a campaign store or ablation JSON",
-                 NcuRun: "an Nsight Compute profile run"}
+                 NcuRun: "an Nsight Compute profile run", JobRun: "a multi-process job (procs/)"}
         raise TraceFormatError(f"{path} holds {names.get(type(artifact), type(artifact).__name__)}, not {what}")
     return artifact

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracer.artifact import TraceRun, expect, open_artifact
+from tracer.artifact import JobRun, TraceRun, expect, open_artifact
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import UsageError
 from tracer.trace.pairs import PairMode, PairSpec
@@ -148,4 +148,11 @@ def open_source(path: Path) -> Artifact:
 
 def open_trace(path: Path) -> TraceRun:
     run: TraceRun = expect(path, open_source(path), TraceRun, "a trace")
+    return run
+
+
+def open_trace_or_job(path: Path) -> TraceRun | JobRun:
+    """A trace, or a job run directory (several processes under procs/)."""
+    art = open_source(path)
+    run: TraceRun | JobRun = art if isinstance(art, JobRun) else expect(path, art, TraceRun, "a trace or a job")
     return run

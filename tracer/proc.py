@@ -65,12 +65,13 @@ def run(
     stderr_path: Path,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
-    linger: Callable[[float], None] | None = None,
+    linger: Callable[[float, int], None] | None = None,
 ) -> ProcResult:
     """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it. When
     the direct child exits, whatever it left running in its group is ended the same way, after
-    `linger(deadline)` returns where given (a caller waiting for its leftovers to finish their
-    work, at most until `deadline`, the time.monotonic() of the timeout)."""
+    `linger(deadline, pid)` returns where given (a caller waiting for its leftovers to finish their
+    work, at most until `deadline`, the time.monotonic() of the timeout; `pid`: the direct child's,
+    also the id of the session and group its leftovers are in)."""
     limit = check_timeout(timeout)
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
@@ -85,7 +86,7 @@ def run(
             code: int | None = proc.wait(timeout=limit)
             timed_out, ended = False, time.monotonic()
             if linger is not None:
-                linger(start + limit)
+                linger(start + limit, proc.pid)
         except subprocess.TimeoutExpired:
             code, timed_out, ended = None, True, time.monotonic()
         finally:

@@ -24,6 +24,7 @@ from tracer import proc
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
 from tracer.errors import UsageError
 from tracer.store.rundir import environment, write_json
+from tracer.trace.procs_layout import PROCS, Outcome, marker_files
 
 BOOT = Path(__file__).resolve().parent / "boot"
 ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package
@@ -121,6 +122,14 @@ class TreeSampler(threading.Thread):
         for pid in found - self.seen.keys():
             self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
 
+    def adopt(self, leader: int) -> None:
+        """The command's own process (proc.run's direct child, a session leader): its session's
+        members are the command's, found after it exited too."""
+        with self.lock:
+            self.sessions.add(leader)
+            if self.root is None:
+                self.root = leader
+
     def stop(self) -> None:
         self.stopping.set()
         if self.is_alive():
@@ -139,7 +148,7 @@ def _cmdline(pid: int) -> list[str]:
 
 def read_markers(procs: Path) -> list[dict[str, Any]]:
     out = []
-    for path in sorted(procs.glob("*.json")):
+    for path in marker_files(procs):
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -209,7 +218,7 @@ class CaptureResult:
 
     @property
     def partial(self) -> bool:
-        return any(m.get("outcome") == "partial" for m in self.processes if m.get("kernels"))
+        return any(m.get("outcome") == Outcome.PARTIAL for m in self.processes if m.get("kernels"))
 
     def failure(self) -> str:
         """Why the run cannot count as a clean capture ("" when it can): the command failed, or a
@@ -217,7 +226,7 @@ class CaptureResult:
         code = self.proc.returncode
         why = [f"the traced command {'was killed by signal ' + str(-code) if code < 0 else 'exited ' + str(code)}"
                ] if code not in (0, None) else []
-        died = [m["file"] for m in self.processes if m.get("outcome") in ("partial", "no trace")]
+        died = [m["file"] for m in self.processes if m.get("outcome") in (Outcome.PARTIAL, Outcome.NO_TRACE)]
         if died:
             why.append(f"{len(died)} process(es) died before writing their trace: {', '.join(died)}")
         return "; ".join(why)
@@ -250,18 +259,18 @@ def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[d
             m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None, "kernels": 0}
         if kernels is not None or m.get("state") == "died":
             write_json(procs / f"{m['file']}.json", m)
-        out.append({**m, "outcome": _outcome(m, final)})
+        out.append({**m, "outcome": _outcome(m, final).value})
     return out
 
 
-def _outcome(m: dict[str, Any], final: Path) -> str:
+def _outcome(m: dict[str, Any], final: Path) -> Outcome:
     if m.get("state") == "running":
-        return "still running"
+        return Outcome.STILL_RUNNING
     if final.is_file():
-        return "partial" if m.get("partial") else "complete"
+        return Outcome.PARTIAL if m.get("partial") else Outcome.COMPLETE
     if m.get("state") == "exited" and m.get("trace") is None and not m.get("cuda"):
-        return "no CUDA"
-    return "no trace"
+        return Outcome.NO_CUDA
+    return Outcome.NO_TRACE
 
 
 def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None = None) -> tuple[dict[str, Any] | None, bool]:
@@ -286,8 +295,9 @@ def describe(m: dict[str, Any]) -> str:
     else:
         how = str(state)
     kernels = m.get("kernels") or 0
-    what = {"complete": f"complete trace, {kernels} kernels", "partial": f"PARTIAL trace, {kernels} kernels (up to its last flush)",
-            "no trace": "NO TRACE", "no CUDA": "no CUDA use, nothing to trace", "still running": "still running: no trace"}
+    what = {Outcome.COMPLETE.value: f"complete trace, {kernels} kernels",
+            Outcome.PARTIAL.value: f"PARTIAL trace, {kernels} kernels (up to its last flush)", Outcome.NO_TRACE.value: "NO TRACE",
+            Outcome.NO_CUDA.value: "no CUDA use, nothing to trace", Outcome.STILL_RUNNING.value: "still running: no trace"}
     extra = "".join(f"; {m[k]}" for k in ("untraced_cuda", "trace_error") if m.get(k))
     return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
 
@@ -328,7 +338,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
 
         require_cupti_python()
     argv = resolve_command(command)
-    procs = (run_dir / "procs").resolve()  # absolute: traced processes may change their working directory
+    procs = (run_dir / PROCS).resolve()  # absolute: traced processes may change their working directory
     procs.mkdir(parents=True, exist_ok=True)
     env = capture_env(procs, options)
     env_info: dict[str, Any] = {}
@@ -340,7 +350,8 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     sampler.start()
     start = time.monotonic()
 
-    def linger(deadline: float) -> None:  # before proc.run ends what the command left in its group
+    def linger(deadline: float, leader: int) -> None:  # before proc.run ends what the command left in its group
+        sampler.adopt(leader)  # its session, even when the command exited before the sampler's first look
         sampler.sample()  # now, not at the next tick: what the command left running
         wait_for_writers(procs, sampler.seen, min(deadline, time.monotonic() + LINGER_S))
 

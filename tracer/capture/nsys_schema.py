@@ -21,6 +21,7 @@ from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, 
                                     OpRec, StreamRec, SyncRec, TraceRecords)
 from tracer.interner import Interner
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
+from tracer.trace.procs_layout import PARTIAL_META, partial_path
 
 __all__ = ["MEMORY_TABLES", "TABLES", "TraceRecords", "TraceWriter", "global_tid", "partial_path", "salvage", "write_sqlite"]
 
@@ -57,11 +58,6 @@ TABLES = {
 def global_tid(pid: int, tid: int) -> int:
     """nsys's layout: (hw << 56) | (vm << 48) | (pid << 24) | tid."""
     return (pid << 24) | (tid & 0xFFFFFF)
-
-
-def partial_path(final: Path) -> Path:
-    """Where a trace is written until it is complete: `<stem>.partial.sqlite`."""
-    return final.with_name(f"{final.name[:-len('.sqlite')] if final.name.endswith('.sqlite') else final.name}.partial.sqlite")
 
 
 PARTIAL_NOTE = "the process did not finish its trace: records up to its last flush"
@@ -139,7 +135,7 @@ class TraceWriter:
             con.execute("CREATE TABLE META_DATA_EXPORT (name TEXT, value TEXT)")
             con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [
                 ("EXPORT_PRODUCT_NAME", "tracer"), ("EXPORT_PRODUCT_VERSION", __version__),
-                ("EXPORT_SCHEMA_VERSION", SCHEMA_FOLLOWED), ("TRACER_PRODUCER", producer), ("TRACER_PARTIAL", PARTIAL_NOTE)])
+                ("EXPORT_SCHEMA_VERSION", SCHEMA_FOLLOWED), ("TRACER_PRODUCER", producer), (PARTIAL_META, PARTIAL_NOTE)])
 
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
@@ -276,7 +272,7 @@ class TraceWriter:
                         con.execute(f"CREATE TABLE {table} ({MEMORY_TABLES[table]})")  # all, even empty: memory was recorded
                         self._insert(con, table, MEMORY_TABLES[table], rows)
                 self._new_strings(con)
-                con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PARTIAL'")
+                con.execute("DELETE FROM META_DATA_EXPORT WHERE name = ?", (PARTIAL_META,))
                 con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", _meta(rec, target_exit))
         except BaseException:
             if not self.durable:  # a traced process's batches stay: `trace run` completes them (salvage)
@@ -334,8 +330,8 @@ def salvage(partial: Path, final: Path, note: str) -> int | None:
     con = sqlite3.connect(partial)
     try:
         with con:
-            con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PARTIAL'")
-            con.execute("INSERT INTO META_DATA_EXPORT VALUES ('TRACER_PARTIAL', ?)", (note,))
+            con.execute("DELETE FROM META_DATA_EXPORT WHERE name = ?", (PARTIAL_META,))
+            con.execute("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", (PARTIAL_META, note))
         kernels = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
     except sqlite3.DatabaseError:  # no table committed yet: nothing was recorded
         kernels = None

@@ -1,13 +1,15 @@
 """`trace run`: capture a command into a run directory (trace.sqlite, command.json,
 environment.json, logs/; with CUPTI also procs/: one marker and trace per traced process),
 analyse it and write verdict.json; the directory is written under a temporary name and renamed
-when complete. A run where no process recorded a kernel is never analysed (an empty trace proves
-nothing): it fails, and its files are kept as DIR.failed."""
+when complete. A run that reads as a job (several processes with kernels, or markers of several
+ranks) is analysed as `trace analyze` reads a job: every process on its own, then collectives,
+stragglers and clocks. A run where no process recorded a kernel is never analysed (an empty trace
+proves nothing): it fails, and its files are kept as DIR.failed."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Union
 
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
@@ -20,6 +22,9 @@ from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.capture.launcher import CaptureResult
+    from tracer.trace.job_summary import JobAnalysis
+
+    Verdicts = Union[Analysis, JobAnalysis]
 
 BACKENDS = ("auto", "nsys", "cupti")
 
@@ -45,8 +50,12 @@ class CaptureRequest:
 class Recorded:
     run_dir: Path
     target_exit: int | None  # None: imported (no target ran)
-    analysis: Analysis | None  # None: a job (several processes recorded kernels: traces under procs/)
+    analysis: Verdicts  # a JobAnalysis when the run directory reads as a job (procs/ of several ranks)
     captured: CaptureResult | None = None  # CUPTI: every process and how it ended
+
+    @property
+    def job(self) -> bool:
+        return not isinstance(self.analysis, Analysis)
 
     @property
     def target_failure(self) -> str:
@@ -55,21 +64,14 @@ class Recorded:
         why = self.captured.failure() if self.captured is not None else _exit_failure(self.target_exit)
         if not why:
             return ""
-        kept = "its trace was written and analysed all the same" if self.analysis is not None else "what it recorded is kept"
+        kept = "its traces were written and analysed all the same" if self.job else "its trace was written and analysed all the same"
         return f"{why}; {kept}: {self.run_dir} (logs in {self.run_dir / 'logs'})"
 
-    def notices(self) -> list[str]:
+    def notices(self, listed: bool = False) -> list[str]:
         """Lines for stderr before the verdicts: the processes and how each ended (when there was
-        more than one, or one did not end well), a partial trace, a job."""
-        return process_notices(self.captured, self.run_dir) if self.captured is not None else []
-
-    def unchecked(self, fail_on_unordered: bool, fail_on_hazard: bool) -> str:
-        """Why checks that were asked for could not run ("" when they could): a job's traces are
-        analysed one at a time."""
-        if self.analysis is None and (fail_on_unordered or fail_on_hazard):
-            return (f"nothing was checked: the job's traces are analysed one at a time "
-                    f"(`tracer trace analyze {self.run_dir}/procs/FILE.sqlite`)")
-        return ""
+        more than one, or one did not end well; not when `listed`: a job's text verdicts list them),
+        a partial trace, a job."""
+        return process_notices(self.captured, self.run_dir, self.job, listed) if self.captured is not None else []
 
 
 def _exit_failure(code: int | None) -> str:
@@ -116,7 +118,7 @@ def _capture(req: CaptureRequest, run_dir: Path, logs: Path) -> tuple[ProcResult
 def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """Capture, then analyse even when the target failed (its exit code is kept for the caller)."""
     from tracer.gpu import require_gpu_for_capture
-    from tracer.trace.load import load_trace
+    from tracer.trace.job import is_job_dir
 
     require_gpu_for_capture()  # "no GPU" before anything the capture tools would say
 
@@ -124,19 +126,33 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         logs = tmp / "logs"
         logs.mkdir()
         res, captured = _capture(req, tmp, logs)
+        job = is_job_dir(tmp)  # as `trace analyze` will read it
         write_json(tmp / "command.json", {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)} | (captured.command_fields() if captured else {}))
+                                          "capture_argv": list(res.argv)}
+                   | (captured.command_fields() | {"job": job} if captured else {}))
         write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
         raise_if_timed_out(res, f"the capture of {req.name}")
-        trace = tmp / "trace.sqlite"
-        if not trace.is_file() and not (captured and captured.job):
+        if not (tmp / "trace.sqlite").is_file() and not (captured and captured.job):
             raise _no_trace(req, res, captured)
-        analysis = analyze(load_trace(trace), pairs, hazards=hazards) if trace.is_file() else None
-        if analysis is not None:
-            write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode,
-                                                                   "partial": bool(captured and captured.partial)})
+        analysis = _analyse(tmp, req.output, pairs, hazards, job)
+        write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode,
+                                                               "partial": bool(captured and captured.partial)})
     return Recorded(req.output, res.returncode, analysis, captured)
+
+
+def _analyse(tmp: Path, final: Path, pairs: PairSpec, hazards: bool, job: bool) -> Verdicts:
+    """The run's trace, or the job (every process on its own, then collectives, stragglers and
+    clocks), read under the temporary name and named by the final one."""
+    if job:
+        from tracer.trace.job import load_job
+        from tracer.trace.job_summary import analyze_job
+
+        return analyze_job(load_job(tmp).moved_to(final), pairs, hazards)
+    from tracer.trace.load import load_trace
+
+    trace = load_trace(tmp / "trace.sqlite")
+    return analyze(replace(trace, source=str(final / "trace.sqlite")), pairs, hazards=hazards)
 
 
 def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | None) -> Exception:
@@ -156,19 +172,21 @@ def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | No
                       f"nothing to analyse")
 
 
-def process_notices(captured: CaptureResult, run_dir: Path) -> list[str]:
+def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: bool = False) -> list[str]:
     from tracer.capture.launcher import describe
+    from tracer.trace.procs_layout import Outcome
 
     procs = captured.processes
     lines = []
-    if len(procs) > 1 or any(p.get("untraced_cuda") or p.get("outcome") not in ("complete", "no CUDA") for p in procs):
+    unwell = any(p.get("untraced_cuda") or p.get("outcome") not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
+    if not listed and (len(procs) > 1 or unwell):
         lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs)]
-    if captured.partial and not captured.job:
+    if captured.partial and not job:
         lines.append("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying")
-    if captured.job:
+    if job:
         busy = [p["file"] for p in procs if (p.get("kernels") or 0) > 0]
-        lines.append(f"job: {len(busy)} processes recorded kernels ({', '.join(busy)}): their traces are in {run_dir}/procs; "
-                     f"analyze one with `tracer trace analyze {run_dir}/procs/FILE.sqlite`")
+        lines.append(f"job: {len(busy)} process{'es' if len(busy) != 1 else ''} recorded kernels ({', '.join(busy)}), "
+                     f"traces in {run_dir}/procs: analysed as one job (`tracer trace analyze {run_dir}` again)")
     return lines
 
 

@@ -19,7 +19,6 @@ import atexit
 import importlib.abc
 import json
 import os
-import re
 import signal
 import socket
 import sys
@@ -31,6 +30,7 @@ from typing import Any
 
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
 from tracer.capture.timing import Timing
+from tracer.trace.procs_layout import file_stem
 
 RANK_VARS = (("rank", ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")),
              ("local_rank", ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")),
@@ -52,11 +52,6 @@ def identity() -> dict[str, Any]:
     for key, names in RANK_VARS:
         info[key] = _env_int(names)
     return info
-
-
-def file_stem(host: str, pid: int, rank: int | None) -> str:
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", host) or "host"
-    return f"{safe}-{pid}" + (f"-r{rank}" if rank is not None else "")
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:

@@ -5,7 +5,7 @@ import argparse
 from pathlib import Path
 
 from tracer.artifact import CampaignRun, SanitizeRun, expect
-from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace
+from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace_or_job
 from tracer.errors import UsageError
 
 
@@ -13,7 +13,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("plot", help="draw a stream timeline, a sanitizer verdict matrix or an ablation chart")
     ps = p.add_subparsers(dest="plot_command", metavar="PLOT", required=True)
     t = ps.add_parser("stream-timeline", help="one lane per stream, NVTX lanes, event edges, producer -> consumer pairs")
-    t.add_argument("source", type=Path, help="run directory or trace file")
+    t.add_argument("source", type=Path, help="run directory (a job's: lanes per rank, device, stream) or trace file")
     t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
     t.add_argument("--window", help="START:END from the first kernel, in microseconds or with a unit (480ms:520ms); "
@@ -44,15 +44,14 @@ def parse_size(text: str) -> tuple[float, float]:
 
 def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import draw_timeline, save
-    from tracer.trace.analyze import analyze
     from tracer.trace.pairs import PairMode, PairSpec
     from tracer.trace.selection import parse_range, parse_window
     from tracer.trace.timeline import timeline_data
 
     size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
-    run = open_trace(args.source)
+    run = open_trace_or_job(args.source)
     spec = PairSpec(PairMode.NONE) if args.no_pairs else choose_pairs(args, run.pair_spec)
-    a = analyze(run.load(), spec)
+    a = run.analyze(spec)
     data = timeline_data(a, window, rx, show_pairs=not args.no_pairs, width_px=int(size[0] * 100))
     out = save(draw_timeline(data, size), args.output)
     counts = ((len(data.lanes), "stream lane"), (len(data.range_lanes), "NVTX lane"), (len(data.arrows), "arrow"))

@@ -32,7 +32,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     from tracer.capture.record import CaptureRequest, choose_backend, record
     from tracer.cliargs import choose_pairs, workload_command
     from tracer.store.rundir import default_run_dir
-    from tracer.trace.text import format_analysis
+    from tracer.trace.job_text import format_result
     from tracer.workloads.spec import load_workload
 
     print(f"tracer quickstart: tracing the seed workload {SEED} (cast-transpose -> dgrad GEMM)", file=sys.stderr)
@@ -40,10 +40,9 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     out = args.output or default_run_dir(name)
     rec = record(CaptureRequest(name, tuple(command), choose_backend("auto"), out, 1800.0), choose_pairs(None, pairs, "all"))
     print(f"run directory: {out}", file=sys.stderr)
-    for line in rec.notices():
+    for line in rec.notices(listed=rec.job):
         print(line, file=sys.stderr)
-    if rec.analysis is not None:
-        print(format_analysis(rec.analysis))
+    print(format_result(rec.analysis))
     if rec.target_failure:
         raise TargetFailed(rec.target_failure)
     return 0

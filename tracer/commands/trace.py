@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from tracer.cliargs import (add_analysis_options, add_capture_options, add_workload_options, choose_pairs, hazards_wanted,
-                            open_trace)
+                            open_trace, open_trace_or_job)
 from tracer.errors import ChecksFailed, TargetFailed
 
 
@@ -21,7 +21,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_workload_options(r)
     r.set_defaults(func=cmd_run)
     a = ts.add_parser("analyze", help="ordering verdicts and stream statistics of a run directory or trace file")
-    a.add_argument("source", type=Path, help="run directory, .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
+    a.add_argument("source", type=Path, help="run directory (a job's too), .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
     add_analysis_options(a)
     a.set_defaults(func=cmd_analyze)
     i = ts.add_parser("import", help="make a run directory from a trace made elsewhere")
@@ -36,16 +36,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def finish(analysis, args: argparse.Namespace, failed: str = "", unchecked: str = "") -> int:  # type: ignore[no-untyped-def]
-    """Print the verdicts (none for a job); then a failed target (exit 7) before the checks asked
-    for (exit 1), which fail when they could not run."""
-    from tracer.trace.text import format_analysis
+def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
+    """Print the verdicts (a job's: every process's); then a failed target (exit 7) before the
+    checks asked for (exit 1)."""
+    from tracer.trace.job_text import format_result
 
-    if analysis is not None:
-        print(json.dumps(analysis.to_json(), indent=1) if args.json else format_analysis(analysis))
+    print(json.dumps(analysis.to_json(), indent=1) if args.json else format_result(analysis))
     if failed:
         raise TargetFailed(failed)
-    problems = [unchecked] if unchecked else analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
+    problems = analysis.failures(args.fail_on_unordered, args.fail_on_hazard)
     if problems:
         raise ChecksFailed("; ".join(problems))
     return 0
@@ -62,16 +61,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     req = CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace, args.capture_range, memory)
     rec = record(req, choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
-    for line in rec.notices():
+    for line in rec.notices(listed=rec.job and not args.json):
         print(line, file=sys.stderr)
-    return finish(rec.analysis, args, rec.target_failure, rec.unchecked(args.fail_on_unordered, args.fail_on_hazard))
+    return finish(rec.analysis, args, rec.target_failure)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
-    from tracer.trace.analyze import analyze
-
-    run, hazards = open_trace(args.source), hazards_wanted(args)
-    return finish(analyze(run.load(), choose_pairs(args, run.pair_spec), hazards=hazards), args)
+    run, hazards = open_trace_or_job(args.source), hazards_wanted(args)
+    return finish(run.analyze(choose_pairs(args, run.pair_spec), hazards), args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:
@@ -86,9 +83,8 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
-    from tracer.trace.analyze import analyze
 
-    run = open_trace(args.source)
-    n = write_perfetto(analyze(run.load(), choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
+    run = open_trace_or_job(args.source)
+    n = write_perfetto(run.analyze(choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
     print(f"wrote {args.output} ({n} events); open it in ui.perfetto.dev")
     return 0

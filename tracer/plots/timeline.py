@@ -69,7 +69,7 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     draw_arrows(ax, data, gpu_y)
     _axes(ax, data, rows, y)
     fig.suptitle(data.title, fontsize=12)
-    ax.set_title(f"{data.subtitle}\n{data.hint}", fontsize=9)
+    ax.set_title(f"{data.subtitle}\n{data.hint}".replace("$", r"\$"), fontsize=9)  # a '$' of --range is no mathtext
     handles = legend_handles(data, colors)
     fig.legend(handles=handles, loc="outside lower center", ncol=max(1, min(len(handles), int(size[0] * 100 // 250))),
                fontsize=8, frameon=False)
@@ -84,7 +84,7 @@ def _axes(ax: Axes, data: TimelineData, rows: list[tuple[float, str]], height: f
     ax.set_xlim(*data.window_us)
     unit, scale = data.unit
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{x / scale:g}"))
-    ax.set_xlabel(f"time ({unit}) from the first kernel")
+    ax.set_xlabel(f"time ({unit}) from {data.time_from}")
 
 
 def _draw_range_lane(ax: Axes, lane: RangeLane, y: float) -> None:

@@ -1,5 +1,7 @@
 """The HTML report's sections, one kind of artifact at a time: a trace's verdicts (UNORDERED
-first, as in the CLI and the JSON), streams, top kernels and timeline; the sanitizer matrix and
+first, as in the CLI and the JSON), streams, top kernels and timeline; a job's processes and how
+each ended, clocks, collectives and stragglers, steps per rank, its timeline of every rank and
+each process's verdicts; the sanitizer matrix and
 findings; a campaign's chart and trials (cells without trials say so); a `tracer profile` run's
 warp-stall and throughput chart and its medians."""
 from __future__ import annotations
@@ -7,10 +9,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from tracer.artifact import Artifact, CampaignRun, NcuRun, SanitizeRun, TraceRun
+from tracer.artifact import Artifact, CampaignRun, JobRun, NcuRun, SanitizeRun, TraceRun
 from tracer.report.html import Report
 from tracer.sanitize.model import ToolRun
 from tracer.trace.analyze import MAX_LISTED_PAIRS, Analysis, analyze, top_kernels
+from tracer.trace.job_summary import JobAnalysis
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 from tracer.trace.text import counts_text, edge_text
@@ -30,12 +33,7 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
 
     if run.environment is not None:
         rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
-    pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:MAX_LISTED_PAIRS]  # UNORDERED first
-    rep.add_table(f"ordering verdicts: {name}", ["producer", "consumer", "streams", "verdict", "ordered by", "gap (us)"],
-                  [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}",
-                    p.verdict.value.upper() if p.verdict is Verdict.UNORDERED else p.verdict.value,
-                    edge_text(p.edge) if p.edge else "-", f"{p.gap_ns / 1e3:.1f}"] for p in pairs],
-                  [p.verdict.value for p in pairs])
+    add_verdicts(rep, name, a)
     rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
                   [[s.device, s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
                     f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
@@ -44,6 +42,48 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
     rep.add_figure(f"stream timeline: {name}", draw_timeline(timeline_data(a, range_regex=timeline_range)),
                    f"{len(a.trace.kernels)} kernels; {a.attribution.unattributed} unattributed; "
                    f"pairs: {counts_text(a.pair_counts)}")
+
+
+def add_verdicts(rep: Report, name: str, a: Analysis) -> None:
+    pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:MAX_LISTED_PAIRS]  # UNORDERED first
+    rep.add_table(f"ordering verdicts: {name}", ["producer", "consumer", "streams", "verdict", "ordered by", "gap (us)"],
+                  [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}",
+                    p.verdict.value.upper() if p.verdict is Verdict.UNORDERED else p.verdict.value,
+                    edge_text(p.edge) if p.edge else "-", f"{p.gap_ns / 1e3:.1f}"] for p in pairs],
+                  [p.verdict.value for p in pairs])
+
+
+def add_job(rep: Report, name: str, run: JobRun, ja: JobAnalysis, timeline_range: str | None) -> None:
+    """A job: what is missing first, the processes, clocks, collectives, steps, the timeline of every
+    rank, then each traced process's verdicts and hazards (labelled by rank)."""
+    from tracer.plots.timeline import draw_timeline
+    from tracer.trace.job_text import clock_lines, collective_lines
+    from tracer.trace.timeline import job_timeline_data
+
+    s = ja.summary
+    if ja.incomplete:
+        rep.add_text(f"JOB INCOMPLETE: {name}", "\n".join(ja.incomplete_lines()))
+    if run.environment is not None:
+        rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
+    rep.add_table(f"processes: {name}", ["process", "file", "how it ended", "outcome", "kernels", "note"],
+                  [[p.label, p.file, p.how, p.outcome.value, len(t.kernels) if t is not None else p.kernels, p.note]
+                   for p, t in zip(ja.job.processes, ja.job.traces)])
+    rep.add_text(f"clocks and collectives: {name}", "\n".join(clock_lines(s.clock) + collective_lines(s)))
+    if s.collectives:
+        rep.add_table(f"collectives: {name}", ["#", "op", "started last", "late (us)", "ends spread (us)", "within clock error"],
+                      [[c.index, c.op, c.straggler, f"{c.late_ns / 1e3:.1f}", f"{c.end_spread_ns / 1e3:.1f}",
+                        "yes" if c.within_error else "no"] for c in s.collectives[:MAX_LISTED_PAIRS]])
+    rep.add_table(f"per rank and step: {name}", ["process", "step", "kernels", "busy (ms)", "span (ms)", "largest gap (ms)"],
+                  [[r.process, x.step, x.kernels, f"{x.busy_ns / 1e6:.3f}", f"{x.span_ns / 1e6:.3f}",
+                    f"{x.largest_gap_ns / 1e6:.3f}"] for r in s.ranks for x in r.steps])
+    if any(a is not None and len(a.trace.kernels) for a in ja.analyses):
+        rep.add_figure(f"stream timeline: {name}", draw_timeline(job_timeline_data(ja, range_regex=timeline_range)),
+                       f"lanes per (rank, device, stream) on the aligned time base; {len(s.lanes)} lanes")
+    for p, a in zip(ja.job.processes, ja.analyses):
+        if a is not None and len(a.trace.kernels):
+            add_verdicts(rep, f"{name} {p.label}", a)
+            if a.hazards is not None:
+                rep.add_text(f"hazards: {name} {p.label}", "\n".join(a.hazards.text_lines()))
 
 
 def add_campaign(rep: Report, name: str, run: CampaignRun) -> None:
@@ -84,6 +124,9 @@ def build_report(artifacts: Sequence[Artifact], title: str, timeline_range: str 
     for art in artifacts:
         if isinstance(art, TraceRun):
             add_trace(rep, art.path.name, art, trace_analysis(art, pairs), timeline_range)
+        elif isinstance(art, JobRun):
+            add_job(rep, art.path.name, art, art.analyze(pairs or PairSpec.from_args(None, default=art.pair_spec)),
+                    timeline_range)
         elif isinstance(art, SanitizeRun):
             runs += art.runs
         elif isinstance(art, NcuRun):

@@ -14,17 +14,22 @@ from __future__ import annotations
 import math
 import os
 import re
+from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
+from tracer.errors import UsageError
 from tracer.trace.analyze import Analysis, PairVerdict
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 from tracer.trace.selection import parse_range, require_shown
+
+if TYPE_CHECKING:
+    from tracer.trace.job_summary import JobAnalysis
 
 FAMILIES = ("cast_transpose", "dgrad", "wgrad", "amax_update", "check")  # tracer's families, fixed colours
 OTHER, CHECK = "other", "check"
@@ -125,6 +130,7 @@ class TimelineData:
     arrows: tuple[Arrow, ...]
     marks: tuple[Mark, ...]
     strips: tuple[Strip, ...]
+    time_from: str = "the first kernel"  # what the time axis counts from
 
 
 class HazardLike(Protocol):
@@ -209,11 +215,13 @@ def _plural(n: int, word: str) -> str:
 # ---- frame, pairs, hazards --------------------------------------------------------------------
 
 
-def make_frame(a: Analysis) -> Frame:
-    """Lanes in the analysis' stream order (computed once there), one lane index per kernel."""
+def make_frame(a: Analysis, t0: int | None = None) -> Frame:
+    """Lanes in the analysis' stream order (computed once there), one lane index per kernel; times
+    from t0 (default: the first kernel)."""
     k = a.trace.kernels
     keys = tuple((s.device, s.stream) for s in a.streams)
-    t0 = int(k.start.min()) if len(k) else 0
+    if t0 is None:
+        t0 = int(k.start.min()) if len(k) else 0
     packed = _pack(np.array([d for d, _ in keys], dtype=np.int64), np.array([s for _, s in keys], dtype=np.int64))
     order = np.argsort(packed)
     kp = _pack(k.device, k.stream)
@@ -338,16 +346,40 @@ def categories(a: Analysis, sel: np.ndarray) -> tuple[str, tuple[str, ...], np.n
     """(colour by, category names, category per selected kernel): NVTX families where path-like
     range names hold at least half the GPU time, else kernel names; the top TOP_CATEGORIES by GPU
     time, the rest "other"."""
-    t, k = a.trace, a.trace.kernels
-    dur = (k.end[sel] - k.start[sel]).astype(np.float64) + 1.0  # +1 ns: zero-length kernels still count
-    fam, fam_names = _families(a, sel)
-    if len(sel) and dur[fam >= 0].sum() >= 0.5 * dur.sum():
+    color_by, names, cats = joint_categories([(a, sel)])
+    return color_by, names, cats[0]
+
+
+def joint_categories(parts: Sequence[tuple[Analysis, np.ndarray]]) -> tuple[str, tuple[str, ...], list[np.ndarray]]:
+    """categories() over the selected kernels of several analyses (the processes of a job) at once,
+    so a name has one colour in all of them."""
+    dur = np.concatenate([(a.trace.kernels.end[sel] - a.trace.kernels.start[sel]).astype(np.float64) + 1.0
+                          for a, sel in parts])  # +1 ns: zero-length kernels still count
+    sizes = np.cumsum([0] + [len(sel) for _, sel in parts])
+    fam, fam_names = _joint([_families(a, sel) for a, sel in parts])
+    if len(dur) and dur[fam >= 0].sum() >= 0.5 * dur.sum():
         names, cat = _top(fam, fam_names, dur)
-        return "NVTX family", names, cat
-    u, inv = np.unique(k.name[sel], return_inverse=True)
-    names, cat = _top(inv.astype(np.int64), [t.strings[int(i)] for i in u], dur)
+        return "NVTX family", names, [cat[sizes[i]:sizes[i + 1]] for i in range(len(parts))]
+    ids, full = _joint([_kernel_names(a, sel) for a, sel in parts])
+    names, cat = _top(ids, full, dur)
     tail = (OTHER,) if names[-1:] == (OTHER,) else ()
-    return "kernel name", tuple(distinct_short_names(names[: len(names) - len(tail)])) + tail, cat
+    short = tuple(distinct_short_names(names[: len(names) - len(tail)])) + tail
+    return "kernel name", short, [cat[sizes[i]:sizes[i + 1]] for i in range(len(parts))]
+
+
+def _kernel_names(a: Analysis, sel: np.ndarray) -> tuple[np.ndarray, list[str]]:
+    u, inv = np.unique(a.trace.kernels.name[sel], return_inverse=True)
+    return inv.astype(np.int64), [a.trace.strings[int(i)] for i in u]
+
+
+def _joint(parts: Sequence[tuple[np.ndarray, list[str]]]) -> tuple[np.ndarray, list[str]]:
+    """Ids into per-part name lists (-1: none) as ids into one list of the names of all parts."""
+    names: dict[str, int] = {}
+    out = []
+    for ids, local in parts:
+        lut = np.array([names.setdefault(n, len(names)) for n in local] + [-1], dtype=np.int64)
+        out.append(lut[np.where(ids >= 0, ids, len(local))])
+    return (np.concatenate(out) if out else np.zeros(0, dtype=np.int64)), list(names)
 
 
 def _families(a: Analysis, sel: np.ndarray) -> tuple[np.ndarray, list[str]]:
@@ -457,32 +489,36 @@ class _View:
         return (self.hi - self.lo) / self.ncols
 
 
-def _lanes(a: Analysis, frame: Frame, sel: np.ndarray, cat: np.ndarray, ncat: int, view: _View) -> tuple[Lane, ...]:
+def _lanes(a: Analysis, frame: Frame, sel: np.ndarray, cat: np.ndarray, ncat: int, view: _View,
+           prefix: str = "") -> tuple[Lane, ...]:
     lane = frame.lane_of_kernel[sel]
     order = np.argsort(lane, kind="stable")
     sel, cat, lane = sel[order], cat[order], lane[order]
     bounds = np.searchsorted(lane, np.arange(len(frame.lane_keys) + 1))
-    return tuple(_lane(a, frame, key, sel[bounds[i]:bounds[i + 1]], cat[bounds[i]:bounds[i + 1]], ncat, view)
+    return tuple(_lane(a, frame, key, sel[bounds[i]:bounds[i + 1]], cat[bounds[i]:bounds[i + 1]], ncat, view, prefix)
                  for i, key in enumerate(frame.lane_keys))
 
 
 def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat: np.ndarray, ncat: int,
-          view: _View) -> Lane:
+          view: _View, prefix: str = "") -> Lane:
+    """`prefix`: the process of a job ("rank 0"), which labels the lane 'rank 0 GPU 0 stream 7'."""
     st, en = frame.start_us[idx], frame.end_us[idx]
     n, empty = len(idx), np.zeros(0)
+    name = f"{prefix} GPU {key[0]} stream {key[1]}" if prefix else f"GPU{key[0]} stream {key[1]}"
     if n > MAX_BARS_PER_LANE:
         mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
-        return Lane(f"GPU{key[0]} stream {key[1]} ({_plural(n, 'kernel')}, mixed per column)", key[0], key[1],
+        return Lane(f"{name} ({_plural(n, 'kernel')}, mixed per column)", key[0], key[1],
                     empty, empty, empty.astype(np.int64), (), n, mix)
     by_start = np.argsort(st, kind="stable")
     idx, st, en, cat = idx[by_start], st[by_start], en[by_start], cat[by_start]
     u, inv = np.unique(a.trace.kernels.name[idx], return_inverse=True)
     short = [short_name(a.trace.strings[int(i)], 60) for i in u]
-    return Lane(f"GPU{key[0]} stream {key[1]} ({_plural(n, 'kernel')})", key[0], key[1], st,
+    return Lane(f"{name} ({_plural(n, 'kernel')})", key[0], key[1], st,
                 np.maximum(en - st, view.px_us), cat, tuple(short[i] for i in inv), n, None)
 
 
-def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | None) -> tuple[RangeLane, ...]:
+def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | None,
+                 prefix: str = "") -> tuple[RangeLane, ...]:
     r, t = a.trace.ranges, a.trace
     st_all, en_all = (r.start - frame.t0) / 1e3, (r.end - frame.t0) / 1e3
     ok = (r.end >= 0) & (en_all >= view.lo) & (st_all <= view.hi)
@@ -493,7 +529,7 @@ def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | N
         idx = np.nonzero(ok & (r.tid == tid))[0]
         st, en = st_all[idx], en_all[idx]
         depth = _depths(st, en)
-        label = f"CPU thread {int(tid) & 0xFFFFFF} NVTX"
+        label = (f"{prefix} " if prefix else "") + f"CPU thread {int(tid) & 0xFFFFFF} NVTX"
         if len(idx) > MAX_BARS_PER_LANE:  # one bar per (pixel column, depth), names dropped
             st, wd, depth = aggregate(st, en, depth, view.px_us)
             out.append(RangeLane(label + " (aggregated)", st, np.maximum(wd, view.px_us), depth, (), True))
@@ -583,37 +619,136 @@ def marks_for(arrows: Sequence[Arrow], frame: Frame, sel: np.ndarray, cat: np.nd
     return tuple(out)
 
 
-def timeline_data(a: Analysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
+@dataclass(frozen=True)
+class TimelinePart:
+    """One process on the picture's time base: its lanes are labelled `prefix` ("rank 0"; "" for a
+    lone trace) and its timestamps + shift_ns are nanoseconds from the picture's origin."""
+
+    prefix: str
+    analysis: Analysis
+    shift_ns: int
+
+
+def timeline_data(a: Analysis | JobAnalysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
                   show_pairs: bool = True, width_px: int = 1600) -> TimelineData:
     """What to draw for a figure `width_px` wide: kernels in the window (given, the extent of
-    --range, or the default view), pairs and hazards of the analysis, event edges."""
-    frame = make_frame(a)
+    --range, or the default view), pairs and hazards of the analysis, event edges; for a job, every
+    process with kernels on the job's aligned time base (job_timeline_data)."""
+    if not isinstance(a, Analysis):
+        return job_timeline_data(a, window, range_regex, show_pairs, width_px)
+    k = a.trace.kernels
+    t0 = int(k.start.min()) if len(k) else 0
+    return _timeline([TimelinePart("", a, -t0)], window, range_regex, show_pairs, width_px,
+                     f"stream timeline: {Path(a.trace.source).name}", ())
+
+
+def job_timeline_data(ja: JobAnalysis, window: tuple[float, float] | None = None, range_regex: str | None = None,
+                      show_pairs: bool = True, width_px: int = 1600) -> TimelineData:
+    """Lanes per (rank, device, stream) of every process with kernels, on the job's time base (each
+    process's clock offset applied: the alignment error is in the subtitle)."""
+    from tracer.trace.job_summary import shift_of
+
+    parts = [TimelinePart(p.label, a, shift_of(p, ja.summary.origin_unix_ns))
+             for p, a in zip(ja.job.processes, ja.analyses) if a is not None and len(a.trace.kernels)]
+    if not parts:
+        raise UsageError(f"job {ja.job.run_dir}: no process left a trace with kernels to draw"
+                         + "".join(f"; {line}" for line in ja.incomplete_lines()))
+    c = ja.summary.clock
+    clock = f"clocks aligned, error {c.error_ns / 1e3:.1f} us ({c.basis})" if c.error_ns is not None else \
+        "clock alignment UNKNOWN"
+    missing = [f"{p.label} {p.outcome.value.upper()}" for p in ja.incomplete]
+    return _timeline(parts, window, range_regex, show_pairs, width_px,
+                     f"stream timeline: job {ja.job.run_dir.name}", (clock, *missing),
+                     f"{len(parts)} process{'es' if len(parts) > 1 else ''} with kernels, ", "the first kernel of any process (aligned clocks)")
+
+
+def _moved(ar: Arrow, kernels: int, lanes: int) -> Arrow:
+    """An arrow of one part in the picture's kernel and lane numbering."""
+    return replace(ar, lane0=ar.lane0 + lanes, lane1=ar.lane1 + lanes, producer=ar.producer + kernels,
+                   consumer=ar.consumer + kernels)
+
+
+def _merged_frame(frames: Sequence[Frame]) -> tuple[Frame, np.ndarray, np.ndarray]:
+    """The parts' frames as one (kernels and lanes numbered part after part), and each part's first
+    kernel and first lane in that numbering."""
+    koff = np.cumsum([0] + [len(f.lane_of_kernel) for f in frames])
+    loff = np.cumsum([0] + [len(f.lane_keys) for f in frames])
+    lane = np.concatenate([np.where(f.lane_of_kernel >= 0, f.lane_of_kernel + loff[i], -1) for i, f in enumerate(frames)])
+    return (Frame(0, tuple(key for f in frames for key in f.lane_keys), lane.astype(np.int64),
+                  np.concatenate([f.start_us for f in frames]), np.concatenate([f.end_us for f in frames])), koff, loff)
+
+
+def _event_strip(arrows: list[Arrow], strips: list[Strip], view: _View) -> tuple[list[Arrow], list[Strip]]:
+    """The event edges of all parts: arrows while few, else one strip (the parts' strips summed)."""
+    if not strips and len(arrows) <= MAX_ARROWS_PER_KIND:
+        return arrows, []
+    if len(strips) == 1 and not arrows:
+        return [], strips
+    x1 = np.clip(np.array([a.x1_us for a in arrows], dtype=np.float64), view.lo, view.hi)
+    counts = np.histogram(x1, bins=view.ncols, range=(view.lo, view.hi))[0] + sum((st.counts for st in strips), 0)
+    label = f"{STRIP_NAMES[EVENT]}: {int(counts.sum()):,} (max {int(counts.max())}/column)"
+    return [], [Strip(EVENT, label, view.lo, view.px_us, counts)]
+
+
+def _timeline(parts: Sequence[TimelinePart], window: tuple[float, float] | None, range_regex: str | None,
+              show_pairs: bool, width_px: int, title: str, extra: tuple[str, ...], counted: str = "",
+              time_from: str = "the first kernel") -> TimelineData:
     rx = re.compile(parse_range(range_regex)) if range_regex is not None else None
-    base = _base_kernels(a, frame, rx)
-    pairs = pairs_to_draw(a) if show_pairs else []
-    pair_arrows = arrows_from_pairs(pairs, pair_kernels(pairs), frame)
-    hazard_arrows = arrows_from_hazards(hazards_of(a), frame) if show_pairs else []
-    must = np.array(sorted({k for ar in pair_arrows + hazard_arrows if ar.kind in (Verdict.UNORDERED.value, HAZARD)
+    frames = [make_frame(p.analysis, -p.shift_ns) for p in parts]
+    frame, koff, loff = _merged_frame(frames)
+    base = np.concatenate([_base_kernels(p.analysis, f, rx) + koff[i] for i, (p, f) in enumerate(zip(parts, frames))])
+    arrows: list[Arrow] = []
+    for i, (p, f) in enumerate(zip(parts, frames)):
+        pairs = pairs_to_draw(p.analysis) if show_pairs else []
+        mine = arrows_from_pairs(pairs, pair_kernels(pairs), f) + (arrows_from_hazards(hazards_of(p.analysis), f)
+                                                                   if show_pairs else [])
+        arrows += [_moved(ar, int(koff[i]), int(loff[i])) for ar in mine]
+    must = np.array(sorted({k for ar in arrows if ar.kind in (Verdict.UNORDERED.value, HAZARD)
                             for k in (ar.producer, ar.consumer)}), dtype=np.int64)
     lo, hi, why = choose_window(frame, base, window, rx is not None, must)
     view = _View(lo, max(hi, lo + 1e-3), max(1, int(width_px * AXES_SHARE)))
     sel = base[(frame.end_us[base] >= view.lo) & (frame.start_us[base] <= view.hi)]
-    color_by, names, cat = categories(a, sel)
-    lanes = _lanes(a, frame, sel, cat, len(names), view)
-    ranges = _range_lanes(a, frame, view, rx)
-    require_shown(a.trace, a.attribution, int(sel.size), range_regex, window)
-    drawn, strips = event_arrows(event_edges(a), frame, view)
-    more, more_strips = split_arrows(pair_arrows + hazard_arrows, view, dict(a.pair_counts))
+    sels = [sel[(sel >= koff[i]) & (sel < koff[i + 1])] - koff[i] for i in range(len(parts))]
+    color_by, names, cats = joint_categories([(p.analysis, s) for p, s in zip(parts, sels)])
+    lanes = tuple(x for p, f, s, c in zip(parts, frames, sels, cats)
+                  for x in _lanes(p.analysis, f, s, c, len(names), view, p.prefix))
+    ranges = tuple(x for p, f in zip(parts, frames) for x in _range_lanes(p.analysis, f, view, rx, p.prefix))
+    _require_shown(parts, frame, int(sel.size), range_regex, window)
+    events: tuple[list[Arrow], list[Strip]] = ([], [])
+    for i, (p, f) in enumerate(zip(parts, frames)):
+        ev, st = event_arrows(event_edges(p.analysis), f, view)
+        events[0].extend(_moved(ar, int(koff[i]), int(loff[i])) for ar in ev)
+        events[1].extend(st)
+    drawn, strips = _event_strip(*events, view)
+    totals = sum((Counter(p.analysis.pair_counts) for p in parts), Counter())
+    more, more_strips = split_arrows(arrows, view, dict(totals))
     drawn, strips = drawn + more, strips + more_strips
     other = names.index(OTHER) if OTHER in names else len(names)
-    marks = marks_for(more, frame, sel, cat, other, view)
+    marks = marks_for(more, frame, sel, np.concatenate(cats) if cats else np.zeros(0, dtype=np.int64), other, view)
     unit = time_unit(view.hi - view.lo)
-    title = (f"stream timeline: {Path(a.trace.source).name}  ({_plural(len(lanes), 'GPU lane')}, "
-             f"{_plural(len(ranges), 'CPU lane')})")
+    title = f"{title}  ({counted}{_plural(len(lanes), 'GPU lane')}, {_plural(len(ranges), 'CPU lane')})"
     drawn_unordered = sum(ar.kind == Verdict.UNORDERED.value for ar in drawn) + sum(
         int(st.counts.sum()) for st in strips if st.kind == Verdict.UNORDERED.value)
-    return TimelineData(title, _subtitle(a, range_regex, view, unit, why, color_by, drawn_unordered), _hint(view, unit, why),
-                        (view.lo, view.hi), unit, color_by, names, lanes, ranges, tuple(drawn), marks, tuple(strips))
+    modes = {pair_mode(p.analysis.pair_spec) for p in parts}
+    subtitle = _subtitle(modes.pop() if len(modes) == 1 else "mixed", totals.get(Verdict.UNORDERED.value, 0),
+                         sum(len(hazards_of(p.analysis)) for p in parts), range_regex, view, unit, why, color_by,
+                         drawn_unordered)
+    return TimelineData(title, "  ·  ".join((subtitle, *extra)), _hint(view, unit, why), (view.lo, view.hi), unit,
+                        color_by, names, lanes, ranges, tuple(drawn), marks, tuple(strips), time_from)
+
+
+def _require_shown(parts: Sequence[TimelinePart], frame: Frame, shown: int, range_regex: str | None,
+                   window: tuple[float, float] | None) -> None:
+    """A picture with no kernel is an error: the lone trace's (selection.require_shown), or the job's."""
+    if shown or len(parts) == 1:
+        a = parts[0].analysis
+        require_shown(a.trace, a.attribution, shown, range_regex, window)
+        return
+    if range_regex is None and window is not None:
+        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first "
+                         f"kernel of any process; the kernels run from 0 to {float(frame.end_us.max()):.0f} us)")
+    biggest = max(parts, key=lambda p: len(p.analysis.trace.kernels)).analysis
+    require_shown(biggest.trace, biggest.attribution, shown, range_regex, window)
 
 
 def _base_kernels(a: Analysis, frame: Frame, rx: re.Pattern[str] | None) -> np.ndarray:
@@ -630,18 +765,15 @@ def _fmt(x_us: float, unit: tuple[str, float]) -> str:
     return f"{x_us / unit[1]:.6g}"
 
 
-def _subtitle(a: Analysis, regex: str | None, view: _View, unit: tuple[str, float], why: str, color_by: str,
-              drawn_unordered: int) -> str:
+def _subtitle(mode: str, unordered: int, hazards: int, regex: str | None, view: _View, unit: tuple[str, float],
+              why: str, color_by: str, drawn_unordered: int) -> str:
     parts = [f"range {regex!r}"] if regex else []
     parts.append(f"window {_fmt(view.lo, unit)}-{_fmt(view.hi, unit)} {unit[0]} ({why})")
     parts.append(f"colour: {color_by}")
-    mode = pair_mode(a.pair_spec)
     if mode != "none":
-        parts.append(f"pairs {mode}: {a.pair_counts.get(Verdict.UNORDERED.value, 0):,} UNORDERED in the trace, "
-                     f"{drawn_unordered:,} drawn")
-    hz = hazards_of(a)
-    if hz:
-        parts.append(f"{_plural(len(hz), 'hazard')} listed")
+        parts.append(f"pairs {mode}: {unordered:,} UNORDERED in the trace, {drawn_unordered:,} drawn")
+    if hazards:
+        parts.append(f"{_plural(hazards, 'hazard')} listed")
     return "  ·  ".join(parts)
 
 
