@@ -242,8 +242,8 @@ def md_row(shape: str, s: object, d: object, bench_ms: float | None, bench_none_
     us = None if s.duration_ns is None else s.duration_ns / 1e3  # type: ignore[attr-defined]
     mb = s.membar_share  # type: ignore[attr-defined]
     bench_us = None if bench_ms is None else bench_ms * 1e3
-    bench_vs = "baseline" if not d else f(100 * (bench_ms / bench_none_ms - 1) if bench_ms and bench_none_ms else None, "+.1f")
-    bench_vs += "%" if d and bench_ms and bench_none_ms else ""
+    bench_pct = 100 * (bench_ms / bench_none_ms - 1) if bench_ms and bench_none_ms else None
+    bench_vs = "baseline" if not d else ("?" if bench_pct is None else f"{bench_pct:+.1f}%")
     return (f"| {shape} | {s.group} | {f(us, '.2f')} | {f(d.duration_pct, '+.1f') + '%' if d else 'baseline'} | "  # type: ignore[attr-defined]
             f"{f(s.dram_pct, '.1f')} | {f(None if mb is None else 100 * mb, '.2f')} | "  # type: ignore[attr-defined]
             f"{f(d.membar_share_pts, '+.2f') if d else '-'} | {f(bench_us, '.2f')} | {bench_vs} | "  # type: ignore[attr-defined]
@@ -256,6 +256,7 @@ AGREE_SETS = ("variants", "triton")
 def step_agree(step: Step) -> None:
     """Each kept report imported here (ncu-report, then its CSV) against the GPU run's profile.json."""
     from tracer.ncu.compare import agreement
+    from tracer.ncu.reader import csv_beside
     from tracer.ncu.records import NcuReport, Source
     from tracer.ncu.store import load_run
 
@@ -266,16 +267,18 @@ def step_agree(step: Step) -> None:
             continue
         for t in load_run(folder).targets:
             rep = folder / t.report.path
-            for how, src in (("ncu-report", rep), ("csv", rep.with_name(rep.name.removesuffix(".ncu-rep") + ".raw.csv"))):
+            for how, src in (("ncu-report", rep), ("csv", csv_beside(rep))):
                 if not src.is_file():
                     continue
                 dest = step.out / "runs" / "agree" / f"{name}-{t.label}-{how}"
                 shutil.rmtree(dest, ignore_errors=True)
-                res = step.run(tracer("profile", "import", str(src), "-o", str(dest), "--json"), 300, f".{name}.{t.label}.{how}")
+                res = step.run(tracer("profile", "import", str(src), "-o", str(dest), "--json"), 300,
+                               f".{name}.{t.label}.{how}")
                 ok(res, step, f"tracer profile import {src.name}")
                 got = NcuReport.from_json(json.loads(res.stdout())["targets"][0]["report"])
                 if got.source is not Source(how):
-                    raise RuntimeError(f"{src.name} was read through {got.source.value}, not {how} (pip install ncu-report)")
+                    raise RuntimeError(f"{src.name} was read through {got.source.value}, not {how} "
+                                       f"(pip install ncu-report)")
                 a = agreement(got.launches, t.report.launches)
                 found[f"{name}/{t.label} {how}"] = {"launches": a.launches, "reader_version": got.reader_version,
                                                    "ncu_version": got.ncu_version, "max_relative": dict(a.max_relative),
@@ -284,7 +287,8 @@ def step_agree(step: Step) -> None:
         raise RuntimeError(f"no {'/'.join(AGREE_SETS)}/profile.json under {step.out / 'runs'}")
     (step.out / "agree.json").write_text(json.dumps(found, indent=1, default=str))
     (step.out / "agree.md").write_text(agree_md(found))
-    step.detail["worst"] = {k: max(v["max_relative"].items(), key=lambda kv: kv[1]) for k, v in found.items()}  # type: ignore[union-attr]
+    step.detail["worst"] = {k: max(v["max_relative"].items(), key=lambda kv: kv[1])  # type: ignore[union-attr]
+                            for k, v in found.items()}
     print(agree_md(found))
 
 
