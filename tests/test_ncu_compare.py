@@ -92,3 +92,27 @@ def test_pictures_and_report_parts_from_real_records() -> None:
     assert len(parts.figure.axes) == 2 and parts.figure.axes[0].get_title() == "warp stall breakdown"
     assert parts.header[0] == "group" and [r[0] for r in parts.rows] == ["none", "axpy"]
     assert parts.rows[0][2] == "44.77" and parts.rows[0][8] == "baseline" and "clock control none" in parts.caption
+
+
+def test_each_stall_reason_keeps_one_colour_across_charts() -> None:
+    """The fence tables at two sizes rank the reasons differently; a reason is drawn in the same colour
+    in both, membar in red, and no two reasons of one chart share a colour."""
+    from matplotlib.colors import to_hex
+
+    from tracer.ncu.compare import compare_runs
+    from tracer.ncu.store import load_run
+    from tracer.plots.ncu import MEMBAR_COLOR, draw_comparison
+
+    charts = []
+    for size in (4096, 8192):
+        path = DATA / "ncu" / f"table-{size}" / "profile.json"
+        if not path.is_file():
+            pytest.skip(f"{path} not captured yet")
+        stalls_ax = draw_comparison(compare_runs([load_run(path)], "none", GroupBy.LABEL)).axes[0]
+        charts.append({b.get_label(): to_hex(b.patches[0].get_facecolor()) for b in stalls_ax.containers})
+    for colours in charts:
+        assert len(set(colours.values())) == len(colours) == 8 and colours["membar"] == MEMBAR_COLOR
+    shared = set(charts[0]) & set(charts[1])
+    assert {"long_scoreboard", "wait", "short_scoreboard"} <= shared
+    assert [list(c) for c in charts][0] != [list(c) for c in charts][1]  # ranked differently...
+    assert all(charts[0][r] == charts[1][r] for r in shared)  # ...coloured alike

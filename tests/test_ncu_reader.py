@@ -83,9 +83,10 @@ def test_without_the_reader_the_csv_beside_the_report_is_read(tmp_path: Path, mo
         read_report(tmp_path / "ct.ncu-rep")
 
 
+@pytest.mark.parametrize("name", ["triton_prog.ncu-rep", "variants/none.ncu-rep"])  # plain ncu; `tracer profile`
 @pytest.mark.parametrize("cut", [7, 100, 100_000, 200_000, -1])
-def test_a_truncated_report_is_a_one_line_error(tmp_path: Path, cut: int) -> None:
-    data = fixture("triton_prog.ncu-rep").read_bytes()
+def test_a_truncated_report_is_a_one_line_error(tmp_path: Path, cut: int, name: str) -> None:
+    data = fixture(name).read_bytes()
     bad = tmp_path / "cut.ncu-rep"
     bad.write_bytes(data[:cut])
     # NVIDIA's reader returns the results before the cut without a word: the framing check must catch it

@@ -3,17 +3,19 @@ baseline the deltas and the stall reason that grew most. Pure: records in, froze
 from __future__ import annotations
 
 import fnmatch
+import math
 import re
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from tracer.errors import UsageError, unknown
-from tracer.ncu.records import MEMBAR, Launch
+from tracer.errors import TraceFormatError, UsageError, unknown
+from tracer.ncu.records import FIELDS, MEMBAR, Launch
 from tracer.ncu.store import ProfileRun
 
 DEFAULT_BASELINE = "none"  # the fence-free variant
+LAUNCH_METRICS = tuple(FIELDS)  # duration_ns, dram_pct, l2_pct, occupancy_pct, ipc, cycles_per_issue
 
 
 class GroupBy(str, Enum):
@@ -79,8 +81,7 @@ def summarize(group: str, launches: Sequence[Launch]) -> Summary:
     reasons = sorted({r for launch in launches for r, _ in launch.stalls})
     per_launch = [dict(launch.stalls) for launch in launches]
     shares = [launch.shares() for launch in launches]
-    return Summary(group, len(launches), *(_median(getattr(x, f) for x in launches) for f in
-                   ("duration_ns", "dram_pct", "l2_pct", "occupancy_pct", "ipc", "cycles_per_issue")),
+    return Summary(group, len(launches), *(_median(getattr(x, f) for x in launches) for f in LAUNCH_METRICS),
                    tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]
                    tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]
 
@@ -157,3 +158,44 @@ def compare_runs(runs: Sequence[ProfileRun], baseline: str | None = DEFAULT_BASE
     clock, notes = run_clock_control(runs)
     c = compare(groups(runs, by, kernel, nvtx), baseline, clock)
     return replace(c, notes=c.notes + notes)
+
+
+
+@dataclass(frozen=True)
+class Agreement:
+    """Two readings of the same launches side by side (see `agreement`)."""
+
+    launches: int
+    max_relative: tuple[tuple[str, float], ...]  # metric -> largest |x - y| / max(|x|, |y|); inf: one side lacks it
+    max_absolute: tuple[tuple[str, float], ...]  # metric -> largest |x - y|
+    renamed: tuple[tuple[str, str], ...]  # kernel names spelled differently (e.g. another demangler)
+
+    @property
+    def worst(self) -> tuple[str, float]:
+        return max(self.max_relative, key=lambda kv: kv[1], default=("", 0.0))
+
+
+def agreement(a: Sequence[Launch], b: Sequence[Launch]) -> Agreement:
+    """Two readings of the same launches (a .ncu-rep through ncu-report, its CSV export, a stored
+    profile.json), launch by launch: TraceFormatError when ids, grids or blocks differ."""
+    ident = [[(x.id, x.grid, x.block) for x in side] for side in (a, b)]
+    if ident[0] != ident[1]:
+        first = next((f"{p} vs {q}" for p, q in zip(*ident) if p != q), f"{len(a)} vs {len(b)} launches")
+        raise TraceFormatError(f"not the same launches (id, grid, block): {first}")
+    rel: dict[str, float] = {}
+    diff: dict[str, float] = {}
+    for x, y in zip(a, b):
+        sx, sy = dict(x.stalls), dict(y.stalls)
+        pairs = [(f, getattr(x, f), getattr(y, f)) for f in LAUNCH_METRICS]
+        for name, u, v in pairs + [(f"stall {r}", sx.get(r), sy.get(r)) for r in sorted(set(sx) | set(sy))]:
+            r, d = _difference(u, v)
+            rel[name], diff[name] = max(rel.get(name, 0.0), r), max(diff.get(name, 0.0), d)
+    renamed = tuple(dict.fromkeys((x.name, y.name) for x, y in zip(a, b) if x.name != y.name))
+    return Agreement(len(a), tuple(rel.items()), tuple(diff.items()), renamed)
+
+
+def _difference(u: float | None, v: float | None) -> tuple[float, float]:
+    if u is None or v is None:
+        return (0.0, 0.0) if u is v else (math.inf, math.inf)
+    scale = max(abs(u), abs(v))
+    return (abs(u - v) / scale if scale else 0.0), abs(u - v)

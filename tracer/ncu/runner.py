@@ -14,6 +14,7 @@ from tracer.ncu.argv import NcuOptions, build_argv, export_csv_argv
 from tracer.ncu.reader import csv_beside
 
 PROFILED = re.compile(r'==PROF== Profiling "([^"]+)"')
+LISTED = re.compile(r"\s*\d+\.\s+(\S.*?)\s*")  # "1. cast_transpose" under ncu's "Available Kernels:"
 LIST_LAUNCHES = 50  # launches looked at when listing what ran after a filter matched nothing
 
 
@@ -87,7 +88,8 @@ def check_outcome(text: str, code: int | None, report: Path, opts: NcuOptions, r
     if cause in CAUSES:
         raise ToolMissingError(CAUSES[cause])  # type: ignore[index]
     if cause is Failure.NO_KERNELS:
-        names = ran()
+        names = available_kernels(text)
+        names = ran() if names is None else names
         seen = f"the kernels that ran: {', '.join(names)}" if names else "no kernel launch was seen at all"
         if names is None:
             seen = "the kernels that ran could not be listed"
@@ -96,6 +98,22 @@ def check_outcome(text: str, code: int | None, report: Path, opts: NcuOptions, r
         errors = [ln.strip() for ln in text.splitlines() if ln.startswith("==ERROR==")]
         tail = errors[-1] if errors else (text.strip().splitlines() or ["(no output)"])[-1]
         raise ToolMissingError(f"ncu wrote no report (exit {code}): {tail[:300]}")
+
+
+def available_kernels(text: str) -> list[str] | None:
+    """The full kernel names ncu (2025.3 and later) lists after "No kernels were profiled."; None when
+    it did not list them (then a second ncu run finds them)."""
+    lines = text.splitlines()
+    at = next((i for i, line in enumerate(lines) if line.strip() == "Available Kernels:"), None)
+    if at is None:
+        return None
+    names = []
+    for line in lines[at + 1:]:
+        m = LISTED.fullmatch(line)
+        if not m:
+            break
+        names.append(m.group(1))
+    return names or None
 
 
 def describe_filters(opts: NcuOptions) -> str:
@@ -107,7 +125,8 @@ def describe_filters(opts: NcuOptions) -> str:
 
 
 def kernels_that_ran(binary: str, target: Target, opts: NcuOptions, logs: Path, timeout: float) -> list[str] | None:
-    """Names of the first launches, from a second, unfiltered ncu run that collects one metric."""
+    """Names of the first launches, from a second, unfiltered ncu run that collects one metric (ncu
+    shortens long names there: "distribution_elementwise_grid...")."""
     quick = replace(opts, sections=(), metrics=("gpu__time_duration.sum",), kernel=None, nvtx_include=(),
                     launch_skip=0, launch_count=LIST_LAUNCHES, report_stem=logs / f"{target.label}.list")
     log = logs / f"{target.label}.list.log"

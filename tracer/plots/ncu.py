@@ -16,6 +16,13 @@ from tracer.ncu.compare import Comparison  # noqa: E402
 from tracer.ncu.records import MEMBAR  # noqa: E402
 
 TOP_REASONS = 7  # the rest stack as "other"
+MEMBAR_COLOR, OTHER_COLOR = "#d62728", "#bbbbbb"
+# tab20 without its reds and greys (membar's and "other"'s), so that a reason keeps its colour from chart to chart
+PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#8c564b", "#e377c2", "#bcbd22", "#17becf",
+           "#aec7e8", "#ffbb78", "#98df8a", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d", "#9edae5")
+REASON_ORDER = ("long_scoreboard", "barrier", "short_scoreboard", "wait", "not_selected", "selected", "no_instruction",
+                "math_pipe_throttle", "mio_throttle", "lg_throttle", "drain", "imc_miss", "branch_resolving",
+                "dispatch_stall", "tex_throttle", "misc")  # ncu's stall reasons, the usual large ones first
 THROUGHPUT = (("DRAM", "dram_pct", "#1f77b4"), ("L2", "l2_pct", "#ff7f0e"), ("achieved occupancy", "occupancy_pct", "#2ca02c"))
 
 
@@ -31,23 +38,31 @@ def stall_reasons(c: Comparison, top: int = TOP_REASONS) -> list[str]:
     return ranked
 
 
+def reason_colors(reasons: list[str]) -> dict[str, str]:
+    """A fixed colour per reason (membar red, "other" grey); a reason without one gets a colour no
+    reason of this chart has."""
+    fixed = dict(zip(REASON_ORDER, PALETTE))
+    colors = {MEMBAR: MEMBAR_COLOR, "other": OTHER_COLOR} | {r: fixed[r] for r in reasons if r in fixed}
+    free = iter(c for c in PALETTE if c not in colors.values())
+    return {r: colors.get(r) or next(free, OTHER_COLOR) for r in [*reasons, "other"]}
+
+
 def draw_stalls(ax: Axes, c: Comparison) -> None:
     reasons = stall_reasons(c)
     names = [s.group for s in c.summaries]
     left = [0.0] * len(names)
-    cmap = plt.get_cmap("tab10")
-    for i, r in enumerate([*reasons, "other"]):
+    colors = reason_colors(reasons)
+    for r in [*reasons, "other"]:
         vals = [100 * (dict(s.shares).get(r, 0.0) if r != "other" else
                        max(0.0, 1 - sum(v for k, v in s.shares if k in reasons)) if s.shares else 0.0)
                 for s in c.summaries]
-        color = "#d62728" if r == MEMBAR else ("#bbbbbb" if r == "other" else cmap(i % 10))
-        ax.barh(names, vals, left=left, color=color, label=r, edgecolor="white", linewidth=0.5)
+        ax.barh(names, vals, left=left, color=colors[r], label=r, edgecolor="white", linewidth=0.5)
         left = [a + b for a, b in zip(left, vals)]
     ax.set_xlim(0, 100)
     ax.invert_yaxis()
     ax.set_xlabel("% of warp stall cycles (median over launches)")
     ax.set_title("warp stall breakdown")
-    ax.legend(fontsize=7, loc="lower right", ncol=2)
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=4, frameon=False)
 
 
 def draw_throughput(ax: Axes, c: Comparison) -> None:
@@ -62,11 +77,11 @@ def draw_throughput(ax: Axes, c: Comparison) -> None:
     ax.set_xlim(0, 100)
     ax.set_xlabel("% of peak (median over launches)")
     ax.set_title("throughput")
-    ax.legend(fontsize=7, loc="lower right")
+    ax.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=3, frameon=False)
 
 
 def draw_comparison(c: Comparison) -> Figure:
-    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 1.2 + 0.45 * len(c.summaries)), dpi=100)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(14, 2.2 + 0.45 * len(c.summaries)), dpi=100)
     draw_stalls(left, c)
     draw_throughput(right, c)
     fig.suptitle(f"Nsight Compute, clock control {c.clock_control or 'unknown'}", fontsize=10)
