@@ -71,8 +71,7 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     fig.suptitle(data.title, fontsize=12)
     ax.set_title(f"{data.subtitle}\n{data.hint}".replace("$", r"\$"), fontsize=9)  # a '$' of --range is no mathtext
     handles = legend_handles(data, colors)
-    fig.legend(handles=handles, loc="outside lower center", ncol=max(1, min(len(handles), int(size[0] * 100 // 250))),
-               fontsize=8, frameon=False)
+    fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns(handles, size[0]), fontsize=8, frameon=False)
     _label_bars(fig, ax, data, gpu_y)
     return fig
 
@@ -182,6 +181,13 @@ def _arrow_width(kind: str) -> float:
 
 def _arrow_style(kind: str) -> str:
     return "--" if kind == EVENT else "-." if kind == HAZARD else "-"
+
+
+def legend_columns(handles: list, width_in: float) -> int:  # type: ignore[type-arg]
+    """As many columns as the longest label lets fit in the figure's width (8 pt text: about 5.5 px
+    a character at 100 dpi, plus the handle)."""
+    longest = max((len(h.get_label()) for h in handles), default=1)
+    return max(1, min(len(handles), int(width_in * 100 * 0.95 // (45 + 5.5 * longest))))
 
 
 def legend_handles(data: TimelineData, colors: list[str]) -> list:  # type: ignore[type-arg]

@@ -291,6 +291,9 @@ def match_collectives(calls: dict[str, list[CollectiveCall]], error_ns: int | No
 
 # ---- clocks -----------------------------------------------------------------------------------
 
+ENDS_TOGETHER = ("AllReduce",)
+
+
 def clock_check(job: Job, collectives: tuple[Collective, ...]) -> Clock:
     """The clock pairs' own spread, checked against the end times of the collectives; the error
     stated is the larger, and unknown where neither can vouch for every process."""
@@ -300,6 +303,8 @@ def clock_check(job: Job, collectives: tuple[Collective, ...]) -> Clock:
     known = [s for s in spreads.values() if s is not None]
     pairs_error = max(known) if known and len(known) == len(spreads) else None
     multi = [c for c in collectives if len(c.calls) > 1]
+    # a broadcast's root may finish long before the others; all-reduces end together
+    multi = [c for c in multi if c.op in ENDS_TOGETHER] or multi
     spread = [c.end_spread_ns for c in multi]
     med = round(median(spread)) if spread else None
     residual: dict[str, list[int]] = {}
