@@ -62,7 +62,7 @@ def test_launches_outside_ops_are_decoded_or_listed(tmp_path: Path, capsys: pyte
         con = sqlite3.connect(db)
         unknown = con.execute("SELECT s.value, reason FROM TRACER_LAUNCH_UNKNOWN u JOIN StringIds s ON s.id = u.nameId").fetchall()
         con.close()
-        print(program, info, unknown[:3])
+        assert info, f"{program}: no TRACER_MEMORY_PARAMINFO_* in the metadata"
         assert not [u for u in unknown if "scale2" in u[0]], unknown
         assert any(a.op_kind == 3 and "scale2" in a.kernel for a in kernel_accesses(db)), info
 
