@@ -203,3 +203,15 @@ def test_fake_tool_killed_by_a_signal_is_tool_failed(tmp_path: Path, capsys: pyt
     fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, signal=9)
     code, run, _ = _sanitize(tmp_path, capsys)
     assert code == 1 and run["verdict"] == "tool-failed" and run["incomplete"] and run["sanitizer_exit"] == -9
+
+
+def test_runs_of_variants_keep_their_own_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+    """Two variants in parallel: each run's text output has its own file (one shared name let the
+    runs overwrite each other's logs: every verdict came out incomplete on the H200)."""
+    fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, exit=0)
+    code = main(["sanitize", "--tool", "memcheck", "cast_transpose_dgrad", "--variant", "none", "--variant",
+                 "device_before_atomic", "--shape", "256x256x256", "--jobs", "2", "-o", str(tmp_path / "v"), "--json"])
+    runs = json.loads(capsys.readouterr().out)["runs"]
+    logs = {r["workload"]: r["files"]["log"] for r in runs}
+    assert code == 0 and len(set(logs.values())) == 2, logs
+    assert all(w.split(".")[-1] in log for w, log in logs.items()), logs

@@ -122,8 +122,8 @@ def _notes(tool: Tool, filter_label: str, kept: tuple[Finding, ...], tool_errors
 
 def run_tool(binary: str, opts: SanitizeOptions, target: list[str], out: Path, workload: str,
              rules: tuple[Rule, ...], timeout: float, filter_label: str) -> ToolRun:
-    stem = opts.xml_path.with_suffix("")
-    log, err = stem.with_suffix(".log"), stem.with_suffix(".stderr")
+    stem = opts.xml_path.stem  # "memcheck-w.variant-off": its dots are no suffix to replace
+    log, err = opts.xml_path.with_name(f"{stem}.log"), opts.xml_path.with_name(f"{stem}.stderr")
     res = proc.run(build_argv(binary, opts, target), timeout=timeout, stdout_path=log, stderr_path=err)
     xml = own_xml(opts.xml_path, opts.tool.value)
     text = parse_text(log, opts.tool.value)
