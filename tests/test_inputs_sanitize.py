@@ -85,6 +85,16 @@ def test_a_malformed_file_reads_as_in_the_reference(edit: tuple[bytes, bytes], t
     assert getattr(safe, "incomplete", True)
 
 
+def test_other_children_of_the_root_are_no_records(tmp_path: Path) -> None:
+    data = (SAN / "unfiltered-1024" / "memcheck-planted_oob.xml").read_bytes()
+    at = data.index(b"<record>", len(data) // 2)
+    path = tmp_path / "x.xml"
+    path.write_bytes(data[:at] + b"<other><kind>Leak</kind></other>\n  " + data[at:])
+    safe = parse_xml(path, "memcheck", safe=True)
+    assert safe.records == 37 and not safe.incomplete
+    assert parse_xml(path, "memcheck") == parse_xml(path, "memcheck", host_stacks=True) == safe
+
+
 def test_a_broken_tag_inside_a_host_stack_is_not_seen(tmp_path: Path) -> None:
     """The one difference: host stacks that are cut are not parsed, so a mismatched tag inside one
     (which stops the reference there, incomplete) goes unseen and every record is read."""

@@ -244,13 +244,14 @@ class _HostStackCutter:
 
 
 def _take(root: Element, keep_last: bool) -> list[Element]:
-    """Detach the root's finished records (all but the last while the parse goes on)."""
+    """Detach the root's finished children (all but the last while the parse goes on): the records
+    among them (other children are no records, as in the reference)."""
     n = len(root) - (1 if keep_last else 0)
     if n <= 0:
         return []
     done = root[:n]
     del root[:n]
-    return done
+    return [el for el in done if el.tag == "record"]
 
 
 def _last_open(builder: TreeBuilder, root: Element) -> bool:
