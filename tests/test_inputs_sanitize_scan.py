@@ -210,3 +210,20 @@ def test_files_below_the_threshold_stay_in_one_process(monkeypatch: pytest.Monke
 def test_workers_other_than_1_or_2_are_refused() -> None:
     with pytest.raises(ValueError, match="allowed 1, 2 or None"):
         parse_xml(MEMCHECK, "memcheck", workers=3)
+
+
+def test_significant_digits_are_those_outside_ignored_texts() -> None:
+    import random
+
+    rng = random.Random(17)
+    parts = [b"<x>", b"</x>", b"<pc>", b"</pc>", b"<line>", b"</line>", b"#", b"##", b"&#;", b"a", b"<thread#>", b"<"]
+    for _ in range(300):
+        key = b"".join(rng.choice(parts) for _ in range(rng.randrange(1, 40)))
+        skip = []  # the definition, the slow way: digit runs inside the plain text of an ignored element
+        for name in xb.IGNORED:
+            for m in re.finditer(b"<" + name + b">([^<]*)(?=<)", key):
+                if b"&" not in m.group(1):
+                    skip.append(m.span(1))
+        runs = [m.span() for m in re.finditer(rb"#+", key)]
+        expected = tuple(slice(s, e) for s, e in runs if not any(a <= s and e <= b for a, b in skip))
+        assert xb.significant(key) == expected, key

@@ -24,6 +24,7 @@ from __future__ import annotations
 import os
 import pyexpat
 import re
+import signal
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -515,6 +516,7 @@ def _scan_halves(path: Path, prolog: bytes, tool: str | None, at: int, method: s
 
 
 def _worker(send, path: str, prolog: bytes, tool: str | None, start: int, end: int) -> None:  # type: ignore[no-untyped-def]
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this process
     send.send(_scan_part(path, prolog, tool, start, end))
     send.close()
 

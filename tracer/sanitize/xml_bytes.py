@@ -129,8 +129,14 @@ def significant(key: bytes) -> tuple[slice, ...]:
             if end >= 0 and key.find(b"&", start, end) < 0:
                 skip.append((start, end))
             at = key.find(tag, start)
-    runs = (m.span() for m in DIGIT_RUN.finditer(key))
-    return tuple(slice(s, e) for s, e in runs if not any(a <= s and e <= b for a, b in skip))
+    skip.sort()
+    out, n = [], 0
+    for m in DIGIT_RUN.finditer(key):  # runs and texts both in order: one sweep
+        while n < len(skip) and skip[n][1] < m.end():
+            n += 1
+        if not (n < len(skip) and skip[n][0] <= m.start()):
+            out.append(slice(*m.span()))
+    return tuple(out)
 
 
 class RecordSplitter:
