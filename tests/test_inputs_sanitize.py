@@ -14,8 +14,9 @@ import pytest
 from tests.conftest import DATA
 from tracer.errors import TraceFormatError
 from tracer.sanitize import parse_xml as px
+from tracer.sanitize import xml_bytes as xb
 from tracer.sanitize.parse_text import parse_lines, parse_text
-from tracer.sanitize.parse_xml import parse_xml
+from tracer.sanitize.parse_xml import XmlReader, parse_xml
 
 SAN = DATA / "sanitizer"
 XMLS = sorted(SAN.glob("*/*.xml"))
@@ -36,7 +37,7 @@ def _tool(path: Path) -> str:
     return path.name.split("-")[0]
 
 
-def _result(path: Path, **kw: bool) -> object:
+def _result(path: Path, **kw: object) -> object:
     try:
         return parse_xml(path, "memcheck", **kw)
     except TraceFormatError as exc:
@@ -45,15 +46,16 @@ def _result(path: Path, **kw: bool) -> object:
 
 @pytest.mark.parametrize("path", XMLS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fast_reader_equals_defusedxml_on_every_real_xml(path: Path) -> None:
-    safe = parse_xml(path, _tool(path), safe=True)
+    safe = parse_xml(path, _tool(path), reader=XmlReader.SAFE)
     assert parse_xml(path, _tool(path)) == safe
+    assert parse_xml(path, _tool(path), reader=XmlReader.TREE) == safe
     assert parse_xml(path, _tool(path), host_stacks=True) == safe
     assert safe.recognised and (safe.records > 0 or path.stat().st_size < 1000)
 
 
 def test_host_stacks_are_cut_before_parsing() -> None:
     data = (SAN / "unfiltered-1024" / "memcheck-planted_oob.xml").read_bytes()
-    fed = b"".join(px._HostStackCutter().chunks(io.BytesIO(data)))
+    fed = b"".join(xb.HostStackCutter().chunks(io.BytesIO(data)))
     assert b"hostStack" not in fed and len(fed) < len(data) / 10
     assert fed.count(b"<record>") == data.count(b"<record>") == 37
 
@@ -63,10 +65,10 @@ def test_comments_cdata_and_pis_stop_the_cutting(insert: bytes, tmp_path: Path) 
     data = (SAN / "unfiltered-1024" / "memcheck-planted_oob.xml").read_bytes()
     at = data.index(b"<record>")
     edited = data[:at] + insert + data[at:]
-    assert b"".join(px._HostStackCutter().chunks(io.BytesIO(edited))) == edited
+    assert b"".join(xb.HostStackCutter().chunks(io.BytesIO(edited))) == edited
     path = tmp_path / "x.xml"
     path.write_bytes(edited)
-    assert parse_xml(path, "memcheck") == parse_xml(path, "memcheck", safe=True)
+    assert parse_xml(path, "memcheck") == parse_xml(path, "memcheck", reader=XmlReader.SAFE)
 
 
 @pytest.mark.parametrize("edit", [
@@ -80,9 +82,20 @@ def test_a_malformed_file_reads_as_in_the_reference(edit: tuple[bytes, bytes], t
     at = data.index(edit[0], len(data) // 2)
     path = tmp_path / "x.xml"
     path.write_bytes(data[:at] + edit[1] + data[at + len(edit[0]):])
-    fast, safe = _result(path), _result(path, safe=True)
-    assert fast == safe
+    fast, safe = _result(path), _result(path, reader=XmlReader.SAFE)
+    assert fast == safe == _result(path, reader=XmlReader.TREE)
     assert getattr(safe, "incomplete", True)
+
+
+def test_other_children_of_the_root_are_no_records(tmp_path: Path) -> None:
+    data = (SAN / "unfiltered-1024" / "memcheck-planted_oob.xml").read_bytes()
+    at = data.index(b"<record>", len(data) // 2)
+    path = tmp_path / "x.xml"
+    path.write_bytes(data[:at] + b"<other><kind>Leak</kind></other>\n  " + data[at:])
+    safe = parse_xml(path, "memcheck", reader=XmlReader.SAFE)
+    assert safe.records == 37 and not safe.incomplete
+    for kw in ({}, {"workers": 2}, {"reader": XmlReader.TREE}, {"host_stacks": True}):
+        assert parse_xml(path, "memcheck", **kw) == safe, kw
 
 
 def test_a_broken_tag_inside_a_host_stack_is_not_seen(tmp_path: Path) -> None:
@@ -92,7 +105,7 @@ def test_a_broken_tag_inside_a_host_stack_is_not_seen(tmp_path: Path) -> None:
     at = data.index(b"</saveLocation>", len(data) // 2)
     path = tmp_path / "x.xml"
     path.write_bytes(data[:at] + b"</saveLocaton>" + data[at + len(b"</saveLocation>"):])
-    fast, safe = parse_xml(path, "memcheck"), parse_xml(path, "memcheck", safe=True)
+    fast, safe = parse_xml(path, "memcheck"), parse_xml(path, "memcheck", reader=XmlReader.SAFE)
     assert not fast.incomplete and fast.records == 37
     assert safe.incomplete and safe.records < 37
     assert parse_xml(path, "memcheck", host_stacks=True) == safe
@@ -106,17 +119,17 @@ def test_truncations_read_as_far_as_the_reference(tmp_path: Path) -> None:
     path = tmp_path / "cut.xml"
     for cut in cuts:
         path.write_bytes(data[:cut])
-        fast, safe = _result(path), _result(path, safe=True)
-        assert fast == safe, cut
+        fast, safe = _result(path), _result(path, reader=XmlReader.SAFE)
+        assert fast == safe == _result(path, reader=XmlReader.TREE), cut
         assert isinstance(safe, str) or safe.incomplete or cut == len(data)
 
 
 def test_truncations_across_chunk_ends(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = SAN / "filtered-128" / "racecheck-hazard-planted_race.xml"
-    whole = parse_xml(path, "racecheck", safe=True)
+    whole = parse_xml(path, "racecheck", reader=XmlReader.SAFE)
     for chunk in (4096, 1000, 333):
-        monkeypatch.setattr(px, "CHUNK", chunk)
-        assert parse_xml(path, "racecheck") == whole, chunk
+        monkeypatch.setattr(xb, "CHUNK", chunk)
+        assert parse_xml(path, "racecheck") == whole == parse_xml(path, "racecheck", reader=XmlReader.TREE), chunk
 
 
 @pytest.mark.parametrize("encoding", ["utf-8", "utf-16"])
@@ -124,9 +137,9 @@ def test_truncations_across_chunk_ends(tmp_path: Path, monkeypatch: pytest.Monke
 def test_entity_and_dtd_attacks_are_one_line_errors_in_both_readers(attack: str, encoding: str, tmp_path: Path) -> None:
     path = tmp_path / "attack.xml"
     path.write_bytes(f'<?xml version="1.0" encoding="{encoding}"?>{ATTACKS[attack]}'.encode(encoding))
-    for safe in (False, True):
+    for reader in XmlReader:
         with pytest.raises(TraceFormatError, match=r"refused: the file holds a DOCTYPE") as err:
-            parse_xml(path, "memcheck", safe=safe)
+            parse_xml(path, "memcheck", reader=reader)
         assert "\n" not in str(err.value)
 
 
@@ -154,17 +167,17 @@ def test_a_count_that_is_not_a_whole_number_is_one_line(count: str, tmp_path: Pa
     data = (SAN / "filtered-128" / "racecheck-analysis-planted_race.xml").read_text()
     path = tmp_path / "racecheck.xml"
     path.write_text(data.replace("<count>8160</count>", f"<count>{count}</count>", 1))
-    for safe in (False, True):
+    for reader in XmlReader:
         with pytest.raises(TraceFormatError, match=r"record 1: <count> .* is not a whole number"):
-            parse_xml(path, "racecheck", safe=safe)
+            parse_xml(path, "racecheck", reader=reader)
 
 
 @pytest.mark.parametrize("text", ["", "   \n", '<?xml version="1.0" encoding="utf-8"?>\n'])
 def test_empty_xml_is_incomplete_and_unrecognised(text: str, tmp_path: Path) -> None:
     path = tmp_path / "x.xml"
     path.write_text(text)
-    for safe in (False, True):
-        p = parse_xml(path, "memcheck", safe=safe)
+    for reader in XmlReader:
+        p = parse_xml(path, "memcheck", reader=reader)
         assert p.incomplete and not p.recognised and p.records == 0
 
 
@@ -172,9 +185,9 @@ def test_empty_xml_is_incomplete_and_unrecognised(text: str, tmp_path: Path) -> 
 def test_foreign_files_are_refused(text: str, tmp_path: Path) -> None:
     path = tmp_path / "x.xml"
     path.write_text(text)
-    for safe in (False, True):
+    for reader in XmlReader:
         with pytest.raises(TraceFormatError, match="not compute-sanitizer XML"):
-            parse_xml(path, "memcheck", safe=safe)
+            parse_xml(path, "memcheck", reader=reader)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
