@@ -38,7 +38,7 @@ what, path = sys.argv[1], Path(sys.argv[2])
 if what.startswith("xml"):
     from tracer.sanitize.parse_xml import XmlReader, parse_xml
     reader = {"xml": "scan", "xml-1": "scan", "xml-tree": "tree", "xml-safe": "safe"}[what]
-    p = parse_xml(path, "racecheck", reader=XmlReader(reader), workers=1 if what == "xml-1" else None)
+    p = parse_xml(path, "racecheck", reader=XmlReader(reader), workers=2 if what == "xml" else 1)
 else:
     from tracer.sanitize.parse_text import parse_lines, parse_text
     if what == "log":

@@ -201,10 +201,11 @@ def test_small_chunks_and_a_tiny_memory_read_the_same(monkeypatch: pytest.Monkey
 
 
 def test_files_below_the_threshold_stay_in_one_process(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert px._start_method(px.SPLIT_BYTES - 1, None) is None
-    assert px._start_method(px.SPLIT_BYTES, 1) is None
     monkeypatch.setattr(px, "_cpus", lambda: 2)
-    assert px._start_method(px.SPLIT_BYTES, None) == "fork"
+    assert px._start_method(px.SPLIT_BYTES - 1, 2) is None
+    assert px._start_method(px.SPLIT_BYTES, 1) is None
+    assert px._start_method(px.SPLIT_BYTES, None) is None  # commands never start a process to read
+    assert px._start_method(px.SPLIT_BYTES, 2) == "fork"
 
 
 def test_workers_other_than_1_or_2_are_refused() -> None:

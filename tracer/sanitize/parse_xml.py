@@ -6,7 +6,8 @@ Three readers, one record handling (`_meaning` of a record, `_Records` adding th
   (xml_bytes.HostStackCutter), records split at their tags, and a record is checked by expat, built
   (C TreeBuilder) and classified only when no record before it was the same but for the numbers of
   elements nothing reads (addresses, thread indices...: xml_bytes.IGNORED); every other record is
-  counted from its bytes alone. Files of SPLIT_BYTES or more are read in two halves at once, the
+  counted from its bytes alone. Asked to (`workers=2`: the benchmark, never a command, since
+  readers start no process), files of SPLIT_BYTES or more are read in two halves at once, the
   second by a forked worker process. Anything off the plain layout (a comment, CDATA section,
   processing instruction or DOCTYPE, another child of the root, a record expat refuses) makes it
   give up and the tree reader read the file instead, so what it reports never depends on it;
@@ -49,7 +50,7 @@ COUNT = re.compile(r"[0-9]+")
 NO_ELEMENTS = pyexpat.errors.codes[pyexpat.errors.XML_ERROR_NO_ELEMENTS]
 REFUSED = {"DTDForbidden": "a DOCTYPE", "EntitiesForbidden": "an entity declaration",
            "ExternalReferenceForbidden": "an external reference", "NotSupportedError": "an unsupported construct"}
-SPLIT_BYTES = 64 << 20  # files this large are read in two halves at once (when two CPUs are there)
+SPLIT_BYTES = 64 << 20  # with workers=2, files this large are read in two halves at once
 MEMO_BYTES = 32 << 20  # record keys and meanings the scanning reader remembers (then it starts afresh)
 MEANING_BYTES = 512  # about what one remembered meaning costs
 
@@ -476,7 +477,7 @@ def _start_method(size: int, workers: int | None) -> str | None:
     start, and no main module run again) from a process with one thread, so no lock is inherited held."""
     import threading
 
-    if workers == 1 or (workers is None and (size < SPLIT_BYTES or _cpus() < 2)):
+    if workers != 2 or size < SPLIT_BYTES or _cpus() < 2:
         return None
     import multiprocessing
 
@@ -525,8 +526,8 @@ def parse_xml(path: Path, tool: str | None = None, *, reader: XmlReader = XmlRea
               workers: int | None = None) -> Parsed:
     """Findings of one XML file, the same whichever the reader (see the module's docstring);
     `host_stacks`: the tree reader, parsing the host-stack subtrees too instead of cutting them out;
-    `workers`: 1 reads in this process only, 2 splits the file whatever its size, None (default)
-    splits files of SPLIT_BYTES or more when two CPUs are there."""
+    `workers`: 1 or None (default) reads in this process only, 2 splits files of SPLIT_BYTES or
+    more over a forked worker when two CPUs are there (scripts/bench_sanitize.py measures it)."""
     if not path.is_file():
         raise TraceFormatError(f"{path}: no such file")
     if workers not in (None, 1, 2):
