@@ -16,7 +16,9 @@ def _gpu_reason() -> str | None:
         return "torch is not installed"
     if not torch.cuda.is_available():
         return "no CUDA GPU visible (torch.cuda.is_available() is False); run on a GPU machine"
-    return None
+    from tracer.kernel.spec import unsupported_arch_reason
+
+    return unsupported_arch_reason(torch.cuda.get_device_capability())
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

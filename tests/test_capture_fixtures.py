@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sqlite3
 from pathlib import Path
 from types import ModuleType
 
@@ -32,14 +31,7 @@ def memory_tables() -> ModuleType:
 
 
 MT = memory_tables()
-
-
-def meta(db: Path) -> dict[str, str]:
-    con = sqlite3.connect(db)
-    try:
-        return dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-    finally:
-        con.close()
+meta = MT.meta
 
 
 @pytest.mark.parametrize("program", sorted(MT.EXPECTED))

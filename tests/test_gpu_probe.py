@@ -2,17 +2,13 @@
 not built for skips the GPU tests with a reason instead of failing them with "unknown arch"."""
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import pytest
 
 
 def _probe():  # type: ignore[no-untyped-def]
-    spec = importlib.util.spec_from_file_location("gpu_conftest", Path(__file__).parent / "gpu" / "conftest.py")
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module.arch_skip_reason
+    from tracer.kernel.spec import unsupported_arch_reason
+
+    return unsupported_arch_reason
 
 
 @pytest.mark.parametrize("capability", [(9, 0), (10, 0), (12, 0)])

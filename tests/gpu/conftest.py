@@ -6,36 +6,6 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 
-def arch_skip_reason(capability: tuple[int, int]) -> str | None:
-    """Why the GPU tests cannot run on a GPU of this compute capability (None: they can)."""
-    from tracer.kernel.spec import SUPPORTED_ARCHS
-
-    arch = f"sm_{capability[0]}{capability[1]}"
-    if arch in SUPPORTED_ARCHS:
-        return None
-    return f"the GPU is {arch}; tracer's kernels are built for {', '.join(SUPPORTED_ARCHS)} only"
-
-
-def _visible_gpu_reason() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return None
-    if not torch.cuda.is_available():
-        return None  # the root conftest skips GPU tests with its own reason
-    return arch_skip_reason(torch.cuda.get_device_capability())
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    reason = _visible_gpu_reason()
-    if reason is None:
-        return
-    skip = pytest.mark.skip(reason=reason)
-    for item in items:
-        if "gpu" in item.keywords:
-            item.add_marker(skip)
-
-
 @pytest.fixture(scope="session", autouse=True)
 def precompile_kernels() -> None:
     """Compile the kernels the GPU tests use in parallel once (NVRTC releases the GIL)."""
@@ -43,7 +13,9 @@ def precompile_kernels() -> None:
         import torch
     except ImportError:
         return
-    if not torch.cuda.is_available() or _visible_gpu_reason() is not None:
+    from tracer.kernel.spec import unsupported_arch_reason
+
+    if not torch.cuda.is_available() or unsupported_arch_reason(torch.cuda.get_device_capability()) is not None:
         return
     from tracer.kernel import compile as nvrtc_compile
     from tracer.kernel.spec import Config, InDtype, KernelKey, OutFormat, Variant, all_configs, pick_config

@@ -35,6 +35,14 @@ class Access(NamedTuple):
     op_kind: int
 
 
+def meta(db: Path) -> dict[str, str]:
+    con = sqlite3.connect(db)
+    try:
+        return dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+    finally:
+        con.close()
+
+
 def kernel_accesses(db: Path) -> list[Access]:
     """Every kernel's accesses: through the external correlation of its launch (ops of kind 1
     and 2) or the launch's own correlation id (kind 3)."""

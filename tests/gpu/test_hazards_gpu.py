@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from memory_tables import EXPECTED, MAY, PROGRAMS, kernel_accesses, overlaps, range_window, raw_verdict
+from memory_tables import EXPECTED, MAY, PROGRAMS, kernel_accesses, meta, overlaps, range_window, raw_verdict
 from tracer.cli import main
 
 pytestmark = pytest.mark.gpu
@@ -24,14 +24,6 @@ def traced(tmp_path: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> tu
     out = capsys.readouterr().out
     assert code == 0, (run / "logs" / "stderr.log").read_text() if (run / "logs").is_dir() else out
     return run, json.loads(out)
-
-
-def meta(db: Path) -> dict[str, str]:
-    con = sqlite3.connect(db)
-    try:
-        return dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-    finally:
-        con.close()
 
 
 @pytest.mark.parametrize("program", sorted(EXPECTED))

@@ -87,6 +87,14 @@ class OutFormat(str, Enum):
 SUPPORTED_ARCHS = ("sm_89", "sm_90", "sm_100", "sm_120")
 
 
+def unsupported_arch_reason(capability: tuple[int, int]) -> str | None:
+    """Why tracer's kernels cannot run on a GPU of this compute capability (None: they can)."""
+    arch = f"sm_{capability[0]}{capability[1]}"
+    if arch in SUPPORTED_ARCHS:
+        return None
+    return f"the GPU is {arch}; tracer's kernels are built for {', '.join(SUPPORTED_ARCHS)} only"
+
+
 def parse_arch(arch: str) -> str:
     if arch not in SUPPORTED_ARCHS:
         raise unknown("arch", arch, SUPPORTED_ARCHS)
