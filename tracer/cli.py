@@ -26,7 +26,7 @@ def command_module(name: str) -> ModuleType:
 
 def command_named(argv: Sequence[str]) -> tuple[int | None, str | None]:
     """(position, name) of the command in argv: its first word (tracer's own options take no value);
-    name None when that word is no command."""
+    name None when that word names no module (then every parser is built: `demo` is report.py's)."""
     at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
     return at, argv[at] if at is not None and argv[at] in COMMANDS else None
 
