@@ -4,8 +4,11 @@ all cases alike. Wall time and CPU time (user + system of the child, which a bus
 disturbs less), medians over the rounds, and each case's ratio to numpy's.
 Goal (issue: installable, fast to start): `tracer --help`, `trace analyze`, `plot` and
 `sanitize import` within 2x of `import numpy`.
+Bytecode is cached as an installed package has it (pip compiles at install): the untimed warm-up
+writes every module's .pyc under a temporary PYTHONPYCACHEPREFIX, whatever PYTHONDONTWRITEBYTECODE
+says, so the checkout stays clean; --no-pyc compiles tracer's sources on every run instead.
 
-    python scripts/bench_startup.py [--rounds 7] [--json OUT.json]
+    python scripts/bench_startup.py [--rounds 7] [--json OUT.json] [--no-pyc]
 """
 from __future__ import annotations
 
@@ -53,12 +56,15 @@ def timed(argv: list[str], env: dict[str, str], cwd: Path) -> tuple[float, float
     return wall, _cpu() - cpu
 
 
-def measure(rounds: int) -> dict[str, list[tuple[float, float]]]:
+def measure(rounds: int, pyc: bool = True) -> dict[str, list[tuple[float, float]]]:
     env = dict(os.environ, PYTHONPATH=str(ROOT), MPLBACKEND="Agg")
     with tempfile.TemporaryDirectory(prefix="tracer-bench-startup-") as tmp:
+        if pyc:
+            env.pop("PYTHONDONTWRITEBYTECODE", None)
+            env["PYTHONPYCACHEPREFIX"] = str(Path(tmp) / "pycache")
         todo = cases(Path(tmp))
         names = list(todo)
-        for name in names:  # warm the file cache and __pycache__ once, untimed
+        for name in names:  # warm the file cache and the bytecode cache once, untimed
             timed(todo[name], env, Path(tmp))
         times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
         for r in range(rounds):
@@ -71,11 +77,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--json", type=Path)
+    ap.add_argument("--no-pyc", action="store_true", help="write no bytecode: compile tracer's sources on every run")
     args = ap.parse_args()
-    times = measure(args.rounds)
+    times = measure(args.rounds, pyc=not args.no_pyc)
     wall0 = statistics.median(w for w, _ in times[BASELINE])
     cpu0 = statistics.median(c for _, c in times[BASELINE])
-    print(f"{args.rounds} rounds, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; medians in seconds")
+    cache = "tracer compiled on every run (no .pyc)" if args.no_pyc else "bytecode cached"
+    print(f"{args.rounds} rounds, {os.cpu_count()} CPUs, Python {sys.version.split()[0]}, {cache}; medians in seconds")
     print(f"{'case':<22} {'wall':>7} {'x numpy':>8} {'CPU':>7} {'x numpy':>8}")
     rows = {}
     for name, ts in times.items():

@@ -46,6 +46,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
      "command imports command: tracer.commands.a -> tracer.commands.b"),
     ({"cli.py": "from tracer.commands import a\n", "commands/a.py": "from scipy import stats\n"},
      "start-up imports scipy: tracer.cli -> tracer.commands.a -> scipy"),
+    ({"cli.py": "", "commands/a.py": "from scipy import stats\n"},  # cli imports command modules by name
+     "start-up imports scipy: tracer.commands.a -> scipy"),
     ({"commands/long.py": "x = 1\n" * 101}, "command module over 100 lines: tracer/commands/long.py (101)"),
 ])
 def test_each_rule_catches_its_breach(tmp_path: Path, files: dict[str, str], breach: str) -> None:

@@ -1,6 +1,8 @@
 """Start-up: `tracer --help` and the commands that read captures (trace analyze, sanitize import,
 plot) import none of torch, cuda.core, scipy, rich, nor matplotlib outside plots: each costs
 start-up time on every call, and everything after capture must run without GPU libraries.
+Nor does a command import tracer's own modules its path does not use (other commands', the job
+reader for a single trace, numpy where nothing numerical is read).
 Each case runs in a fresh interpreter, where sys.modules shows what the command pulled in.
 (How long start-up takes is measured by scripts/bench_startup.py, not here.)"""
 from __future__ import annotations
@@ -29,14 +31,24 @@ with open(sys.argv[2], "w") as f:
 """
 
 
-def _imported(argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
+def _modules(argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
+    """(exit code, every module in sys.modules) of `tracer ARGV` in a fresh interpreter."""
     out = tmp_path / "probe.json"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), MPLBACKEND="Agg")
     res = subprocess.run([sys.executable, "-c", PROBE, json.dumps(argv), str(out)], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=300)
     assert out.is_file(), res.stderr[-2000:]
     got = json.loads(out.read_text())
-    return got["rc"], set(HEAVY) & set(got["modules"])
+    return got["rc"], set(got["modules"])
+
+
+def _imported(argv: list[str], tmp_path: Path) -> tuple[int, set[str]]:
+    rc, modules = _modules(argv, tmp_path)
+    return rc, set(HEAVY) & modules
+
+
+def _under(modules: set[str], prefixes: tuple[str, ...]) -> set[str]:
+    return {m for m in modules if any(m == p or m.startswith(p + ".") for p in prefixes)}
 
 
 @pytest.mark.parametrize("argv", [
@@ -55,3 +67,26 @@ def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
     rc, heavy = _imported(["plot", "stream-timeline", str(TRACE), "-o", str(tmp_path / "t.png")], tmp_path)
     assert rc == 0 and (tmp_path / "t.png").stat().st_size > 0
     assert heavy == {"matplotlib"}
+
+
+# What each path has no use for. A single nsys SQLite trace with no memory tables: no job reader or
+# summary, no Nsight Compute, Kineto, sanitizer or kernel code, and of the campaign only the schema
+# (a campaign store is SQLite too: sniffing tells the two apart).
+OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels", "run", "sanitize", "profile", "campaign",
+                                                        "plot", "report", "doctor"))
+NOT_FOR_ONE_TRACE = ("tracer.trace.job", "tracer.trace.job_summary", "tracer.ncu", "tracer.trace.kineto_reader",
+                     "tracer.sanitize", "tracer.kernel", "tracer.campaign.store", "tracer.campaign.stats",
+                     "tracer.campaign.report", "tracer.capture.record", "tracer.workloads", *OTHER_COMMANDS)
+NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.trace", "tracer.artifact", "tracer.kernel", "tracer.campaign", "tracer.ncu",
+                            "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
+
+
+@pytest.mark.parametrize("argv, unused", [
+    (["--help"], ("numpy", "tracer.artifact", "tracer.trace.model", "tracer.kernel.compile")),
+    (["trace", "analyze", str(TRACE)], NOT_FOR_ONE_TRACE),
+    (["sanitize", "import", str(SANITIZER_XML)], NOT_FOR_SANITIZER_OUTPUT),
+], ids=["help", "trace-analyze", "sanitize-import"])
+def test_commands_import_only_what_their_path_uses(argv: list[str], unused: tuple[str, ...], tmp_path: Path) -> None:
+    rc, modules = _modules(argv, tmp_path)
+    assert rc == 0
+    assert _under(modules, unused) == set(), f"tracer {' '.join(argv[:2])} imported modules it does not use"

@@ -18,7 +18,6 @@ from typing import TYPE_CHECKING, Any, Union
 
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
-from tracer.trace.job import JobProcess, is_job_dir, read_processes
 from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ if TYPE_CHECKING:
     from tracer.ncu.store import ProfileRun
     from tracer.sanitize.model import ToolRun
     from tracer.trace.analyze import Analysis
-    from tracer.trace.job import Job
+    from tracer.trace.job import Job, JobProcess
     from tracer.trace.job_summary import JobAnalysis
     from tracer.trace.model import Trace
 
@@ -161,6 +160,8 @@ def open_trace_dir(path: Path) -> TraceRun:
 
 
 def open_job_dir(path: Path) -> JobRun:
+    from tracer.trace.job import read_processes
+
     return JobRun(path, path, read_processes(path), *_run_files(path))
 
 
@@ -209,12 +210,21 @@ def open_profile(path: Path) -> NcuRun:
     return NcuRun(path, load_run(path))
 
 
-def open_artifact(path: Path) -> Artifact:
+def _profile_run(path: Path) -> bool:
+    """A `tracer profile` run (a directory, or its .json): the ncu layer is imported only where one can be."""
+    if not (path.is_dir() or path.suffix.lower() == ".json"):
+        return False
     from tracer.ncu.store import is_profile_run
 
-    if is_profile_run(path):
+    return is_profile_run(path)
+
+
+def open_artifact(path: Path) -> Artifact:
+    if _profile_run(path):
         return open_profile(path)
     if path.is_dir():
+        from tracer.trace.job import is_job_dir
+
         if is_job_dir(path):
             return open_job_dir(path)
         if (path / "trace.sqlite").is_file():

@@ -3,27 +3,46 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import os
 import sys
 import traceback
 from collections.abc import Sequence
+from types import ModuleType
 
 from tracer import __version__
-from tracer.commands import campaign, doctor, kernels, plot, profile, quickstart, report, run, sanitize, trace
 from tracer.errors import InternalError, TracerError
 
-COMMANDS = (quickstart, kernels, run, trace, sanitize, profile, campaign, plot, report, doctor)
+# tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
+# (every one for --help): what one command imports costs no other command start-up time.
+COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_module(name: str) -> ModuleType:
+    return importlib.import_module(f"tracer.commands.{name}")
+
+
+def command_named(argv: Sequence[str]) -> tuple[int | None, str | None]:
+    """(position, name) of the command in argv: its first word (tracer's own options take no value);
+    name None when that word names no module (then every parser is built: `demo` is report.py's)."""
+    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
+    return at, argv[at] if at is not None and argv[at] in COMMANDS else None
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """Every command's parser; with `only`, that command's and the others as bare names (argparse
+    parses only the command given, and their modules are not imported)."""
     parser = argparse.ArgumentParser(prog="tracer", description="Investigate GPU kernel-ordering and numerical-corruption bugs.")
     parser.add_argument("--version", action="version", version=f"tracer {__version__}")
     parser.add_argument("--debug", action="store_true", help="on an internal error, print the traceback (default: to a log file)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module in COMMANDS:
-        module.add_parser(sub)
+    for name in COMMANDS:
+        if only is None or name == only:
+            command_module(name).add_parser(sub)
+        else:
+            sub.add_parser(name)
     return parser
 
 
@@ -36,9 +55,8 @@ def _actions(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentPars
 def with_default_action(parser: argparse.ArgumentParser, argv: list[str]) -> list[str]:
     """`tracer sanitize WORKLOAD` -> `tracer sanitize run WORKLOAD`: a command module's DEFAULT_ACTION
     is inserted when the word after the command is not one of its actions (or --help)."""
-    at = next((i for i, a in enumerate(argv) if not a.startswith("-")), None)
-    module = next((m for m in COMMANDS if at is not None and m.__name__.rsplit(".", 1)[1] == argv[at]), None)
-    default = getattr(module, "DEFAULT_ACTION", None)
+    at, name = command_named(argv)
+    default = getattr(command_module(name), "DEFAULT_ACTION", None) if name else None
     if at is None or default is None:
         return argv
     rest = argv[at + 1:]
@@ -79,12 +97,13 @@ def _stdout_gone() -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
     argv = list(sys.argv[1:] if argv is None else argv)
     extra: list[str] = []
     if "--" in argv:  # everything after -- is the user's command (trace run, sanitize)
         cut = argv.index("--")
         argv, extra = argv[:cut], argv[cut + 1:]
+    at, name = command_named(argv)
+    parser = build_parser(None if {"-h", "--help"} & set(argv[:at]) else name)  # `tracer -h trace`: every command's help
     args = parser.parse_args(with_default_action(parser, argv))
     args.command_after_dashdash = extra
     try:

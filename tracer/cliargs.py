@@ -9,13 +9,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tracer.artifact import JobRun, TraceRun, expect, open_artifact
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import UsageError
 from tracer.trace.pairs import PairMode, PairSpec
 
-if TYPE_CHECKING:
-    from tracer.artifact import Artifact
+if TYPE_CHECKING:  # the reading layer is imported when a source is opened, not to build the parser
+    from tracer.artifact import Artifact, JobRun, TraceRun
     from tracer.workloads.spec import WorkloadSpec
 
 WORKLOAD_OPTIONS: tuple[tuple[str, dict[str, Any]], ...] = (
@@ -142,17 +141,23 @@ def readable(path: Path) -> Path:
 
 def open_source(path: Path) -> Artifact:
     """The artifact at path (a trace file keeps the name it was given, an .nsys-rep too)."""
+    from tracer.artifact import TraceRun, open_artifact
+
     art = open_artifact(readable(path))
     return replace(art, path=path) if isinstance(art, TraceRun) and art.run_dir is None else art
 
 
 def open_trace(path: Path) -> TraceRun:
+    from tracer.artifact import TraceRun, expect
+
     run: TraceRun = expect(path, open_source(path), TraceRun, "a trace")
     return run
 
 
 def open_trace_or_job(path: Path) -> TraceRun | JobRun:
     """A trace, or a job run directory (several processes under procs/)."""
+    from tracer.artifact import JobRun, TraceRun, expect
+
     art = open_source(path)
     run: TraceRun | JobRun = art if isinstance(art, JobRun) else expect(path, art, TraceRun, "a trace or a job")
     return run

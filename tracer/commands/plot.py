@@ -4,7 +4,6 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from tracer.artifact import CampaignRun, SanitizeRun, expect
 from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace_or_job
 from tracer.errors import UsageError
 
@@ -60,6 +59,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
+    from tracer.artifact import SanitizeRun, expect
     from tracer.plots.timeline import save
     from tracer.plots.verdicts import draw_verdicts
 
@@ -70,6 +70,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
 
 
 def cmd_ablation(args: argparse.Namespace) -> int:
+    from tracer.artifact import CampaignRun, expect
     from tracer.plots.ablation import draw_ablation
     from tracer.plots.timeline import save
 

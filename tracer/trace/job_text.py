@@ -3,10 +3,14 @@ processes and how each ended, the clocks, the collectives and their stragglers, 
 the kernels, busy time and largest gap, and each process's own verdicts (labelled by rank)."""
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from tracer.trace.analyze import Analysis
-from tracer.trace.job import Outcome
-from tracer.trace.job_summary import Clock, JobAnalysis, JobSummary
+from tracer.trace.procs_layout import Outcome
 from tracer.trace.text import format_analysis
+
+if TYPE_CHECKING:  # a single trace's text needs neither the job reader nor its summary
+    from tracer.trace.job_summary import Clock, JobAnalysis, JobSummary
 
 SHOWN_COLLECTIVES = 10
 SHOWN_STEPS = 12
@@ -110,4 +114,4 @@ def format_job(ja: JobAnalysis) -> str:
 
 def format_result(a: Analysis | JobAnalysis) -> str:
     """The text of one trace's analysis or of a job's."""
-    return format_job(a) if isinstance(a, JobAnalysis) else format_analysis(a)
+    return format_analysis(a) if isinstance(a, Analysis) else format_job(a)

@@ -11,7 +11,6 @@ SUFFIXES = (".sqlite", ".json", ".json.gz", ".nsys-rep (exported first)", "a run
 
 
 def load_trace(path: Path) -> Trace:
-    from tracer.trace.kineto_reader import read_kineto
     from tracer.trace.nsys_reader import read_nsys_sqlite
 
     if path.is_dir():
@@ -25,6 +24,8 @@ def load_trace(path: Path) -> Trace:
     if name.endswith(".nsys-rep"):
         raise TraceFormatError(f"{path}: an .nsys-rep must be exported to SQLite before it is read")
     if name.endswith((".json", ".json.gz")):
+        from tracer.trace.kineto_reader import read_kineto
+
         return read_kineto(path)
     if name.endswith((".sqlite", ".db")):
         return read_nsys_sqlite(path)
@@ -33,5 +34,7 @@ def load_trace(path: Path) -> Trace:
     if head.startswith(b"SQLite format 3"):
         return read_nsys_sqlite(path)
     if head[:1] in (b"{", b"\x1f"):
+        from tracer.trace.kineto_reader import read_kineto
+
         return read_kineto(path)
     raise TraceFormatError(f"{path}: unknown trace format (supported: {', '.join(SUFFIXES)})")
