@@ -15,7 +15,7 @@ import numpy as np
 from tracer.errors import TraceFormatError
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import expand_ranges
-from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, type_check
+from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
@@ -205,11 +205,11 @@ def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     """(launch corr, bwdSeqNr, op start) of launches inside backward ops."""
     if "TRACER_OPS" not in present:
         return [np.zeros(0, dtype=np.int64)] * 3
-    ok = "typeof(o.bwdSeqNr) = 'integer' AND typeof(o.start) = 'integer'"
-    parts = [f"SELECT o.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(o.correlationId) = 'integer' AS ok "
+    ok = f"{is_integer('o.bwdSeqNr')} AND {is_integer('o.start')}"
+    parts = [f"SELECT o.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND {is_integer('o.correlationId')} AS ok "
              "FROM TRACER_OPS o WHERE o.kind = 3 AND o.bwdSeqNr >= 0 AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
-        parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(e.correlationId) = 'integer' "
+        parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND {is_integer('e.correlationId')} "
                         "AS ok FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId WHERE o.bwdSeqNr >= 0")
 
     def diagnose() -> None:
