@@ -132,9 +132,10 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
     launches = _sorted_by([corr, _names(db, name), address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
     _check_accesses(db, launches)
-    backward = _sorted_by(_backward(db, present), 0)
+    has_forward, has_backward = _sequence_numbers(db, present)
+    backward = _sorted_by(_backward(db, present) if has_backward else [none] * 3, 0)
     forward = db.ints("TRACER_OPS", [Col("seqNr"), Col("globalTid"), Col("start", None)], "WHERE seqNr >= 0") \
-        if "TRACER_OPS" in present else [none] * 3
+        if has_forward else [none] * 3
     forward = [c[np.lexsort((forward[2], forward[0]))] for c in forward]
     alloc = _sorted_by(ints("TRACER_ALLOCATIONS", [Col("id", None), Col("deviceId", 0), Col("address", None),
                                                    Col("bytes", None), Col("streamId"), Col("start"), Col("end"),
@@ -199,6 +200,20 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
             db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
 
     return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+
+
+def _sequence_numbers(db: SqliteTables, present: set[str]) -> tuple[bool, bool]:
+    """Whether any op holds a seqNr / a bwdSeqNr >= 0: one scan instead of two reads that find
+    nothing where autograd did not run. A value that is not an integer counts as there (SQLite's
+    max puts text and BLOBs above numbers), so the read that follows reports it."""
+    if "TRACER_OPS" not in present:
+        return False, False
+    have = db.columns("TRACER_OPS")
+    cols = [c if c in have else "NULL" for c in ("seqNr", "bwdSeqNr")]
+    with db.reading("TRACER_OPS"):
+        row = db.con.execute(f"SELECT max({cols[0]}), max({cols[1]}) FROM TRACER_OPS").fetchone()
+    return (not (row[0] is None or (isinstance(row[0], int) and row[0] < 0)),
+            not (row[1] is None or (isinstance(row[1], int) and row[1] < 0)))
 
 
 def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

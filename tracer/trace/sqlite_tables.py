@@ -152,7 +152,7 @@ class SqliteTables:
             diagnose()
             raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)")
         block = flat.reshape(-1, len(exprs))
-        return [np.ascontiguousarray(block[:, i]) for i in range(len(exprs))]
+        return [block[:, i] for i in range(len(exprs))]  # strided views: callers reorder (copy) them
 
     def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:
         """Raise naming the first column whose rows hold something other than integers (or NULL
