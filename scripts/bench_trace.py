@@ -7,7 +7,8 @@ CPU: `tracer trace analyze` (the CLI path, --json) on synthetic nsys-schema trac
      - hazards (default with memory tables), 1M kernels on 8 streams, 100k allocations, 1,000 host syncs;
      each in a child process pinned to 2 cores: wall and CPU seconds, peak RSS. Beside each, the
      floors on the same file: the SQLite CLI (GROUP BY stream and kernel name, joined to StringIds)
-     and tracer's own SELECTs fetched into Python (the statements its reader runs, fetchall only).
+     and tracer's own SELECTs fetched into Python (the statements its reader runs on its connection,
+     fetchall only; the type-check counts it runs beside them on a second connection are left out).
 GPU (--gpu): linear_backward untraced, under tracer's CUPTI backend, and under torch.profiler,
      alternating, timed inside the process after a warm-up step.
      --baseline DIR runs each case (but hazards) again with DIR's tracer (an older checkout) beside it.
@@ -71,13 +72,16 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.proce
 """
 
 RECORD_SQL = """
-import json, sqlite3, sys
+import json, sqlite3, sys, threading
 from pathlib import Path
 seen = []
 real = sqlite3.connect
+def keep(s):  # the reader's fetches; its type-check counts run beside them in a thread, not counted here
+    if s.lstrip().upper().startswith("SELECT") and threading.current_thread() is threading.main_thread():
+        seen.append(s)
 def connect(*a, **k):
     con = real(*a, **k)
-    con.set_trace_callback(lambda s: seen.append(s) if s.lstrip().upper().startswith("SELECT") else None)
+    con.set_trace_callback(keep)
     return con
 sqlite3.connect = connect
 from tracer.trace.load import load_trace

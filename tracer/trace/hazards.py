@@ -260,14 +260,15 @@ def _search(index: OrderingIndex, rows: AccessRows, keys: _Keys, on_t: np.ndarra
     front = np.maximum.accumulate(index.frontier(on_t, s)) if len(on_t) else on_t
     b = cons.rows
     lo_key = keys.at_least(rows.comp[b], np.minimum(front[rank], rows.corr[b]))
+    frontier_at = np.searchsorted(prods.keys, lo_key)  # shared by the writers' windows and _ordered
     writer = (rows.mode[b] & WRITE) > 0
     for pool, pool_keys, mine in ((prods.rows, prods.keys, writer), (prods.writes, prods.write_keys, ~writer)):
-        lo = np.searchsorted(pool_keys, lo_key[mine])
+        lo = frontier_at[mine] if pool is prods.rows else np.searchsorted(pool_keys, lo_key[mine])
         hi = np.searchsorted(pool_keys, cons.keys[mine])
         p, c = _overlapping(rows, pool, b[mine], lo, hi)
         found.producer.append(p)
         found.consumer.append(c)
-    _ordered(rows, keys, b, prods, lo_key, found)
+    _ordered(rows, keys, b, prods, frontier_at, found)
 
 
 def _overlapping(rows: AccessRows, pool: np.ndarray, b: np.ndarray, lo: np.ndarray, hi: np.ndarray,
@@ -280,14 +281,16 @@ def _overlapping(rows: AccessRows, pool: np.ndarray, b: np.ndarray, lo: np.ndarr
     return p[hit], c[hit]
 
 
-def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, lo_key: np.ndarray, found: _Found) -> None:
+def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, frontier_at: np.ndarray, found: _Found) -> None:
     """Conflicting pairs whose order is established: each producer counted against the first consumer
-    access of its component on this stream that it is ordered before (windows [previous F, F)).
-    b is sorted by (component, correlation id), so its frontier keys rise within a component."""
+    access of its component on this stream that it is ordered before (windows [previous F, F);
+    frontier_at: F's position in prods.keys). b is sorted by (component, correlation id), so its
+    frontier keys rise within a component."""
     comp = rows.comp[b]
     first = np.r_[True, comp[1:] != comp[:-1]] if len(b) else np.zeros(0, dtype=bool)
-    prev = np.where(first, comp * keys.width, np.r_[0, lo_key[:-1]][:len(b)])
-    p, c = _overlapping(rows, prods.rows, b, np.searchsorted(prods.keys, prev), np.searchsorted(prods.keys, lo_key))
+    start = np.r_[0, frontier_at[:-1]][:len(b)]
+    start[first] = np.searchsorted(prods.keys, comp[first] * keys.width)
+    p, c = _overlapping(rows, prods.rows, b, start, frontier_at)
     conflict = ((rows.mode[p] | rows.mode[c]) & WRITE) > 0
     found.ordered_p.append(p[conflict])
     found.ordered_c.append(c[conflict])

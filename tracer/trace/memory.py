@@ -15,7 +15,7 @@ import numpy as np
 from tracer.errors import TraceFormatError
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import expand_ranges
-from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, type_check
+from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
@@ -132,9 +132,10 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
     launches = _sorted_by([corr, _names(db, name), address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
     _check_accesses(db, launches)
-    backward = _sorted_by(_backward(db, present), 0)
+    has_forward, has_backward = _sequence_numbers(db, present)
+    backward = _sorted_by(_backward(db, present) if has_backward else [none] * 3, 0)
     forward = db.ints("TRACER_OPS", [Col("seqNr"), Col("globalTid"), Col("start", None)], "WHERE seqNr >= 0") \
-        if "TRACER_OPS" in present else [none] * 3
+        if has_forward else [none] * 3
     forward = [c[np.lexsort((forward[2], forward[0]))] for c in forward]
     alloc = _sorted_by(ints("TRACER_ALLOCATIONS", [Col("id", None), Col("deviceId", 0), Col("address", None),
                                                    Col("bytes", None), Col("streamId"), Col("start"), Col("end"),
@@ -201,15 +202,29 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
 
 
+def _sequence_numbers(db: SqliteTables, present: set[str]) -> tuple[bool, bool]:
+    """Whether any op holds a seqNr / a bwdSeqNr >= 0: one scan instead of two reads that find
+    nothing where autograd did not run. A value that is not an integer counts as there (SQLite's
+    max puts text and BLOBs above numbers), so the read that follows reports it."""
+    if "TRACER_OPS" not in present:
+        return False, False
+    have = db.columns("TRACER_OPS")
+    cols = [c if c in have else "NULL" for c in ("seqNr", "bwdSeqNr")]
+    with db.reading("TRACER_OPS"):
+        row = db.con.execute(f"SELECT max({cols[0]}), max({cols[1]}) FROM TRACER_OPS").fetchone()
+    return (not (row[0] is None or (isinstance(row[0], int) and row[0] < 0)),
+            not (row[1] is None or (isinstance(row[1], int) and row[1] < 0)))
+
+
 def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     """(launch corr, bwdSeqNr, op start) of launches inside backward ops."""
     if "TRACER_OPS" not in present:
         return [np.zeros(0, dtype=np.int64)] * 3
-    ok = "typeof(o.bwdSeqNr) = 'integer' AND typeof(o.start) = 'integer'"
-    parts = [f"SELECT o.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(o.correlationId) = 'integer' AS ok "
+    ok = f"{is_integer('o.bwdSeqNr')} AND {is_integer('o.start')}"
+    parts = [f"SELECT o.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND {is_integer('o.correlationId')} AS ok "
              "FROM TRACER_OPS o WHERE o.kind = 3 AND o.bwdSeqNr >= 0 AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
-        parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND typeof(e.correlationId) = 'integer' "
+        parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND {is_integer('e.correlationId')} "
                         "AS ok FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId WHERE o.bwdSeqNr >= 0")
 
     def diagnose() -> None:

@@ -6,6 +6,7 @@ and the memory-table reader (memory)."""
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,10 +29,18 @@ class Col:
     default: int | None = -1
 
 
+def is_integer(expr: str, nullable: bool = False) -> str:
+    """SQL that is true when expr holds an integer (or NULL where nullable). `(x | 0) = x` costs
+    half of `typeof(x) = 'integer'` per row: text, BLOBs, NULL and reals with a fraction or beyond
+    int64 fail it; an integral real (kept only in a column without INTEGER affinity) passes as that
+    integer, which is the value it holds."""
+    x = f"IFNULL({expr}, 0)" if nullable else expr
+    return f"({x} | 0) = {x}"
+
+
 def type_check(cols: Sequence[Col], have: set[str], prefix: str = "") -> str:
     """SQL that is true when every present column holds an integer (or NULL where it may)."""
-    checks = [f"typeof({prefix}{c.name}) = 'integer'" if c.default is None else f"typeof({prefix}{c.name}) IN ('integer', 'null')"
-              for c in cols if c.name in have]
+    checks = [is_integer(f"{prefix}{c.name}", c.default is not None) for c in cols if c.name in have]
     return f"({' AND '.join(checks)})" if checks else "1"
 
 
@@ -47,6 +56,34 @@ def connect(path: Path) -> sqlite3.Connection:
     except sqlite3.DatabaseError as exc:
         raise TraceFormatError(f"{path}: corrupt SQLite file ({exc})") from exc
     return con
+
+
+class _Count(threading.Thread):
+    """One count(*) query on its own read-only connection, run beside the caller's work."""
+
+    def __init__(self, path: Path, sql: str) -> None:
+        super().__init__(daemon=True)
+        self.path, self.sql = path, sql
+        self.value: int | None = None
+        self.error: BaseException | None = None
+        self.start()
+
+    def run(self) -> None:
+        try:
+            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
+            try:
+                self.value = int(con.execute(self.sql).fetchone()[0])
+            finally:
+                con.close()
+        except BaseException as exc:  # re-raised by result() in the caller's thread
+            self.error = exc
+
+    def result(self) -> int:
+        self.join()
+        if self.error is not None:
+            raise self.error
+        assert self.value is not None
+        return self.value
 
 
 class SqliteTables:
@@ -97,18 +134,25 @@ class SqliteTables:
 
     def fetch(self, label: str, exprs: Sequence[str], ok: str, source: str, diagnose: Callable[[], None]) -> list[np.ndarray]:
         """SELECT exprs (integers) FROM source as int64 columns, in one pass. `ok` is SQL that holds
-        when a row's values have the right SQLite types; a row where it fails yields NULL, which
-        stops the conversion, and diagnose() names the column (else one line naming label)."""
-        first = exprs[0] if ok == "1" else f"CASE WHEN {ok} THEN {exprs[0]} END"
-        sql = f"SELECT {', '.join([first, *exprs[1:]])} {source}"
+        when a row's values have the right SQLite types; it is counted over the same rows on a
+        second connection in a thread while this one converts (SQLite runs the count without the
+        GIL, so the check costs the other core). A row where it fails, or a value the conversion
+        refuses, is an error: diagnose() names the column (else one line naming label)."""
+        check = None if ok == "1" else _Count(self.path, f"SELECT count(*) FROM (SELECT ({ok}) AS ok_ {source}) WHERE ok_ IS NOT 1")
         with self.reading(label):
             try:
-                flat = np.fromiter(chain.from_iterable(self.con.execute(sql)), dtype=np.int64)
+                flat = np.fromiter(chain.from_iterable(self.con.execute(f"SELECT {', '.join(exprs)} {source}")), dtype=np.int64)
+                wrong = check.result() if check else 0
             except (ValueError, TypeError, OverflowError):
-                diagnose()
-                raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)") from None
+                wrong = -1
+            finally:
+                if check:
+                    check.join()
+        if wrong:
+            diagnose()
+            raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)")
         block = flat.reshape(-1, len(exprs))
-        return [np.ascontiguousarray(block[:, i]) for i in range(len(exprs))]
+        return [block[:, i] for i in range(len(exprs))]  # strided views: callers reorder (copy) them
 
     def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:
         """Raise naming the first column whose rows hold something other than integers (or NULL
