@@ -7,12 +7,13 @@ CPU: `tracer trace analyze` (the CLI path, --json) on synthetic nsys-schema trac
      - hazards (default with memory tables), 1M kernels on 8 streams, 100k allocations, 1,000 host syncs;
      each in a child process pinned to 2 cores: wall and CPU seconds, peak RSS. Beside each, the
      floors on the same file: the SQLite CLI (GROUP BY stream and kernel name, joined to StringIds)
-     and tracer's own SELECTs fetched into Python (the statements its reader runs on its connection,
-     fetchall only; the type-check counts it runs beside them on a second connection are left out).
+     and tracer's own SELECTs run one after another on one connection (the statements its reader
+     runs, on all its connections, fetchall only). --cpu-repeats N runs each case N times (alternating
+     with --baseline's) and reports the median and the range.
 GPU (--gpu): linear_backward untraced, under tracer's CUPTI backend, and under torch.profiler,
      alternating, timed inside the process after a warm-up step.
-     --baseline DIR runs each case (but hazards) again with DIR's tracer (an older checkout) beside it.
-Usage: python scripts/bench_trace.py [--cases default,all,3M,glob,hazards] [--baseline DIR] [--gpu] [--repeats 3]
+     --baseline DIR runs each case again with DIR's tracer (an older checkout) beside it.
+Usage: python scripts/bench_trace.py [--cases default,all,3M,glob,hazards] [--baseline DIR] [--cpu-repeats 1] [--gpu] [--repeats 3]
        [--json OUT.json]
 """
 from __future__ import annotations
@@ -72,12 +73,12 @@ print(json.dumps({"seconds": time.perf_counter() - t0, "cpu_seconds": time.proce
 """
 
 RECORD_SQL = """
-import json, sqlite3, sys, threading
+import json, sqlite3, sys
 from pathlib import Path
 seen = []
 real = sqlite3.connect
-def keep(s):  # the reader's fetches; its type-check counts run beside them in a thread, not counted here
-    if s.lstrip().upper().startswith("SELECT") and threading.current_thread() is threading.main_thread():
+def keep(s):  # the reader's fetches, from every thread
+    if s.lstrip().upper().startswith("SELECT"):
         seen.append(s)
 def connect(*a, **k):
     con = real(*a, **k)
@@ -131,24 +132,41 @@ def floors(path: Path) -> dict:
     return out
 
 
-def bench_case(name: str, baseline: Path | None) -> dict:
+def bench_case(name: str, baseline: Path | None, repeats: int = 1) -> dict:
     key, extra = CASES[name]
     path = trace_file(key)
     floor = floors(path)
-    result = _json_child([sys.executable, "-c", CHILD, str(path), *extra]) | floor | {"trace": key, "args": extra}
-    if baseline is not None and name != "hazards":
-        base = _json_child([sys.executable, "-c", CHILD, str(path), *extra], baseline)
-        result["baseline"] = base
-        print(f"{name:<8} baseline {baseline}: {base['seconds']:.2f} s (cpu {base['cpu_seconds']:.2f}) peak "
-              f"{base['peak_mb']:.0f} MB; this tree is {base['seconds'] / result['seconds']:.1f}x faster", flush=True)
+    argv = [sys.executable, "-c", CHILD, str(path), *extra]
+    runs, base_runs = [], []
+    for _ in range(repeats):  # alternate, so drift in the machine's load hits both alike
+        runs.append(_json_child(argv))
+        if baseline is not None:
+            base_runs.append(_json_child(argv, baseline))
+    result = _median(runs) | floor | {"trace": key, "args": extra}
+    if baseline is not None:
+        base = result["baseline"] = _median(base_runs)
+        print(f"{name:<8} baseline {baseline}: {base['seconds']:.2f} s {_spread(base)}(cpu {base['cpu_seconds']:.2f}) peak "
+              f"{base['peak_mb']:.0f} MB; this tree is {base['seconds'] / result['seconds']:.2f}x faster", flush=True)
     seconds, mb = LIMITS[name]
     ratio = result["seconds"] / result["fetch_s"]
     cli = f", {result['seconds'] / result['sqlite_cli_s']:.1f}x the SQLite CLI ({result['sqlite_cli_s']:.2f} s)" \
         if "sqlite_cli_s" in result else ""
-    print(f"{name:<8} {key:<13} {' '.join(extra) or '(default)':<34} {result['seconds']:6.2f} s (cpu {result['cpu_seconds']:.2f}) "
-          f"peak {result['peak_mb']:5.0f} MB | {ratio:.1f}x tracer's SELECTs fetched ({result['fetch_s']:.2f} s, "
+    print(f"{name:<8} {key:<13} {' '.join(extra) or '(default)':<34} {result['seconds']:6.2f} s {_spread(result)}"
+          f"(cpu {result['cpu_seconds']:.2f}) "
+          f"peak {result['peak_mb']:5.0f} MB | {ratio:.1f}x tracer's SELECTs run in turn ({result['fetch_s']:.2f} s, "
           f"{result['fetch_rows']} rows){cli}" + (f" | limits {seconds} s, {mb} MB" if seconds else ""), flush=True)
     return result
+
+
+def _median(runs: list[dict]) -> dict:
+    """The run with the median wall time, with every run's seconds beside it."""
+    mid = sorted(runs, key=lambda r: r["seconds"])[(len(runs) - 1) // 2]
+    return mid | {"all_seconds": [r["seconds"] for r in runs]}
+
+
+def _spread(result: dict) -> str:
+    seconds = result["all_seconds"]
+    return f"[{min(seconds):.2f}-{max(seconds):.2f}, {len(seconds)} runs] " if len(seconds) > 1 else ""
 
 
 def _timed(argv: list[str], env_: dict | None = None) -> float:
@@ -177,6 +195,7 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default=",".join(CASES), help=f"comma-separated, from {', '.join(CASES)}")
     ap.add_argument("--baseline", type=Path, help="an older checkout to run the same cases with, side by side")
+    ap.add_argument("--cpu-repeats", type=int, default=1, help="runs of each CPU case (median reported)")
     ap.add_argument("--gpu", action="store_true")
     ap.add_argument("--no-cpu", action="store_true")
     ap.add_argument("--repeats", type=int, default=3)
@@ -188,7 +207,7 @@ def main() -> int:
         if unknown:
             ap.error(f"unknown case(s) {', '.join(unknown)} (allowed: {', '.join(CASES)})")
         print(f"cores: {'0,1 (taskset)' if pinned(['x']) != ['x'] else os.cpu_count()}", flush=True)
-        result["analysis"] = {c: bench_case(c, args.baseline) for c in args.cases.split(",")}
+        result["analysis"] = {c: bench_case(c, args.baseline, args.cpu_repeats) for c in args.cases.split(",")}
     if args.gpu:
         result["gpu"] = bench_gpu(args.repeats)
     if args.json:

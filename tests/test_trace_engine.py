@@ -360,3 +360,74 @@ def test_memory_access_mode_outside_the_contract(tmp_path: Path, mode: int) -> N
     b.launch(A, "k", op=op)
     with pytest.raises(TraceFormatError, match="TRACER_MEMORY_ACCESS.mode holds"):
         load_trace(b.write(tmp_path / "m.sqlite", memory=True))
+
+
+
+def row_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Spy on the row-by-row reads; returns the list of their sources."""
+    from tracer.trace.sqlite_tables import SqliteTables
+
+    seen: list[str] = []
+    real = SqliteTables._rows
+
+    def rows(self: SqliteTables, exprs: list[str], ok: str, source: str) -> list[np.ndarray] | None:
+        seen.append(source)
+        return real(self, exprs, ok, source)
+
+    monkeypatch.setattr(SqliteTables, "_rows", rows)
+    return seen
+
+
+def test_columns_past_sqlites_string_limit_are_read_row_by_row(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite refuses a column's text past its length limit (tens of millions of rows at the default
+    limit); here the limit sits just above the longest string of a real capture, so the runtime
+    table's columns pass it and the reader must fall back to rows, with the same verdict."""
+    import tracer.trace.nsys_reader as nsys_reader
+    import tracer.trace.sqlite_tables as sqlite_tables
+
+    path = CAPTURES[0]
+    whole = analyze(load_trace(path), None, all_kernel_pairs=True).to_json()
+    with sqlite3.connect(path) as con:
+        longest = con.execute("SELECT max(length(CAST(value AS BLOB))) FROM StringIds").fetchone()[0]
+    real = sqlite_tables.connect
+
+    def limited(p: Path) -> sqlite3.Connection:
+        con = real(p)
+        con.setlimit(sqlite3.SQLITE_LIMIT_LENGTH, longest + 1)
+        return con
+
+    monkeypatch.setattr(sqlite_tables, "connect", limited)
+    monkeypatch.setattr(nsys_reader, "connect", limited)
+    seen = row_reads(monkeypatch)
+    assert analyze(load_trace(path), None, all_kernel_pairs=True).to_json() == whole
+    assert any("CUPTI_ACTIVITY_KIND_RUNTIME" in s for s in seen)
+
+
+@pytest.fixture
+def rows_only(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every read takes the row-by-row path (as if every column were past SQLite's string limit)."""
+    from tracer.trace.sqlite_tables import SqliteTables
+
+    def too_big(self: SqliteTables, exprs: list[str], ok: str, source: str) -> None:
+        raise sqlite3.DataError("string or blob too big")
+
+    monkeypatch.setattr(SqliteTables, "_concat", too_big)
+    return row_reads(monkeypatch)
+
+
+HAZARD_CAPTURES = [DATA / "hazards" / f"{n}.sqlite" for n in ("raw_no_wait", "reuse_no_record_stream", "triton_no_wait")]
+
+
+@pytest.mark.parametrize("path", CAPTURES + HAZARD_CAPTURES, ids=lambda p: p.stem)
+def test_row_by_row_reads_give_the_same_verdict(path: Path, request: pytest.FixtureRequest) -> None:
+    whole = analyze(load_trace(path), None, all_kernel_pairs=True).to_json()
+    seen = request.getfixturevalue("rows_only")
+    assert analyze(load_trace(path), None, all_kernel_pairs=True).to_json() == whole
+    assert any("TRACER_MEMORY_ACCESS" in s for s in seen) == (path in HAZARD_CAPTURES)
+
+
+def test_row_by_row_read_still_names_a_bad_column(tmp_path: Path, rows_only: list[str]) -> None:
+    path = corrupt(tmp_path, ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 2.5 WHERE rowid = 3"])
+    with pytest.raises(TraceFormatError, match=r"CUPTI_ACTIVITY_KIND_KERNEL.streamId holds 1 real value"):
+        load_trace(path)
+    assert rows_only

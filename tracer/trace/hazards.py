@@ -13,6 +13,8 @@ b can never be ordered after it, so each unordered pair is found once, from its 
 """
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
 
@@ -21,7 +23,7 @@ import numpy as np
 from tracer.trace.attribution import Attribution
 from tracer.trace.memory import READ, WRITE, Memory, kernel_accesses
 from tracer.trace.model import Trace, expand_ranges, lex_search
-from tracer.trace.ordering import OrderingIndex
+from tracer.trace.ordering import OrderingIndex, WaitPositions
 
 MAX_LISTED_HAZARDS = 200
 NO_FRONTIER = np.iinfo(np.int64).min
@@ -253,11 +255,11 @@ def _stream_rows(rows: AccessRows, keys: _Keys, s: int) -> StreamRows:
 
 
 def _search(index: OrderingIndex, rows: AccessRows, keys: _Keys, on_t: np.ndarray, rank: np.ndarray, cons: StreamRows,
-            prods: StreamRows, s: int, found: _Found) -> None:
+            prods: StreamRows, s: int, found: _Found, at: WaitPositions) -> None:
     """Unordered and newly ordered conflicting pairs between the consumer rows of one stream (its
-    kernels on_t in correlation order; rank: each consumer row's kernel's position there) and the
-    producer rows of stream s."""
-    front = np.maximum.accumulate(index.frontier(on_t, s)) if len(on_t) else on_t
+    kernels on_t in correlation order; rank: each consumer row's kernel's position there; at: their
+    wait_positions) and the producer rows of stream s."""
+    front = np.maximum.accumulate(index.frontier(on_t, s, at)) if len(on_t) else on_t
     b = cons.rows
     lo_key = keys.at_least(rows.comp[b], np.minimum(front[rank], rows.corr[b]))
     frontier_at = np.searchsorted(prods.keys, lo_key)  # shared by the writers' windows and _ordered
@@ -301,20 +303,7 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     if memory is None or not memory.recorded:
         return Hazards(memory=False)
     rows, with_memory = access_rows(trace, index, memory)
-    keys = _Keys(rows)
-    found = _Found([], [], [], [])
-    used = np.unique(rows.col).tolist()
-    per = {x: _stream_rows(rows, keys, x) for x in used}
-    k = trace.kernels
-    position = np.zeros(len(k), dtype=np.int64)
-    for t in used:
-        on_t = np.flatnonzero(index.kernel_col == t)
-        on_t = on_t[np.argsort(k.corr[on_t], kind="stable")]
-        position[on_t] = np.arange(len(on_t))
-        rank = position[rows.kernel[per[t].rows]]
-        for s in used:
-            if s != t and index.streams[s][0] == index.streams[t][0]:
-                _search(index, rows, keys, on_t, rank, per[t], per[s], s, found)
+    found = _search_all(index, rows)
     p, c = _cat(found.producer), _cat(found.consumer)
     kinds, may = _classify(memory, rows, p, c)
     first, group_may = _groups(rows.kernel[p], rows.kernel[c], kinds, may)
@@ -327,6 +316,34 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
                    _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
                    index.unmatched_queries)
+
+
+def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
+    """_search for every pair of streams on one device, one consumer stream per task: numpy drops
+    the GIL in the searches and gathers, so the tasks share the cores."""
+    keys = _Keys(rows)
+    used = np.unique(rows.col).tolist()
+    per = {x: _stream_rows(rows, keys, x) for x in used}
+    k = index.trace.kernels
+    position = np.zeros(len(k.corr), dtype=np.int64)
+    on: dict[int, np.ndarray] = {}
+    for t in used:
+        index.host_cover(t)  # cached here, not raced for in the tasks
+        on_t = np.flatnonzero(index.kernel_col == t)
+        on[t] = on_t[np.argsort(k.corr[on_t], kind="stable")]
+        position[on[t]] = np.arange(len(on_t))
+
+    def consumer(t: int) -> _Found:
+        found = _Found([], [], [], [])
+        rank, at = position[rows.kernel[per[t].rows]], index.wait_positions(on[t])
+        for s in used:
+            if s != t and index.streams[s][0] == index.streams[t][0]:
+                _search(index, rows, keys, on[t], rank, per[t], per[s], s, found, at)
+        return found
+
+    with ThreadPoolExecutor(max_workers=max(1, min(len(used), os.cpu_count() or 1, 4))) as pool:
+        parts = list(pool.map(consumer, used))  # in stream order, whichever finishes first
+    return _Found(*([a for f in parts for a in getattr(f, name)] for name in ("producer", "consumer", "ordered_p", "ordered_c")))
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -8,6 +8,7 @@ decoded launch arguments, kind 3). The reader lets SQLite do those joins and fet
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,7 +16,7 @@ import numpy as np
 from tracer.errors import TraceFormatError
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import expand_ranges
-from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
+from tracer.trace.sqlite_tables import TIME_LIMIT, Col, InThread, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
@@ -117,11 +118,38 @@ class KernelAccesses:
     kernels_with_memory: np.ndarray  # bool per kernel: its launch belongs to an op
 
 
-def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
-    """None when the trace has no TRACER_ table and no TRACER_MEMORY flag."""
+def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory | None]:
+    """Start reading the memory tables on a second connection in a thread (SQLite runs its queries
+    without the GIL, so this overlaps the caller's own reads); the function returned waits and
+    finishes in the caller's thread, which owns db.strings. It returns None when the trace has no
+    TRACER_ table and no TRACER_MEMORY flag."""
     present = {t for t in MEMORY_TABLES if t in db.tables}
     if not present and meta.get(FLAG) != "1":
-        return None
+        return lambda: None
+
+    def fetch() -> _Fetched:
+        with db.sibling() as own:
+            return _fetch(own, present)
+
+    job = InThread(fetch)
+    recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
+    return lambda: _finish(db, recorded, job.result())
+
+
+@dataclass(frozen=True)
+class _Fetched:
+    """Memory's columns as read, names still StringIds ids."""
+
+    launches: list[np.ndarray]
+    backward: list[np.ndarray]
+    forward: list[np.ndarray]
+    allocations: list[np.ndarray]
+    queries: list[np.ndarray]
+    unknown: list[np.ndarray]
+    reasons: list[str | None]
+
+
+def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     none = np.zeros(0, dtype=np.int64)
 
     def ints(table: str, cols: list[Col]) -> list[np.ndarray]:
@@ -130,7 +158,7 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
     corr, name, address, size, mode_exact, allocation = _launch_accesses(db, present)
     if (mode_exact < 0).any():  # mode outside 0..3
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
-    launches = _sorted_by([corr, _names(db, name), address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
+    launches = _sorted_by([corr, name, address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
     _check_accesses(db, launches)
     has_forward, has_backward = _sequence_numbers(db, present)
     backward = _sorted_by(_backward(db, present) if has_backward else [none] * 3, 0)
@@ -140,16 +168,20 @@ def read_memory(db: SqliteTables, meta: dict[str, str]) -> Memory | None:
     alloc = _sorted_by(ints("TRACER_ALLOCATIONS", [Col("id", None), Col("deviceId", 0), Col("address", None),
                                                    Col("bytes", None), Col("streamId"), Col("start"), Col("end"),
                                                    Col("source", 3), Col("labelId")]), 0)
-    alloc[8] = _names(db, alloc[8])
     queries = ints("TRACER_HOST_QUERIES", [Col("correlationId"), Col("kind", None), Col("recordCorrelationId"),
                                            Col("streamId"), Col("start", None), Col("end", None), Col("globalTid")])
     db.check_times("TRACER_HOST_QUERIES", queries[4], queries[5])
     unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
     reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
-    recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
-    return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*backward), ForwardOps(*forward),
-                  Allocations(*alloc), HostQueries(*queries),
-                  LaunchUnknown(unknown[0], _names(db, unknown[1]), tuple(r or "" for r in reasons)))
+    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons)
+
+
+def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
+    launches, alloc = list(f.launches), list(f.allocations)
+    launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
+    return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
+                  Allocations(*alloc), HostQueries(*f.queries),
+                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)))
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

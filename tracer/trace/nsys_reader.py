@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.trace.memory import read_memory
+from tracer.trace.memory import start_memory
 from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
 from tracer.trace.sqlite_tables import Col, SqliteTables, connect
 
@@ -148,17 +148,17 @@ def read_nsys_sqlite(path: Path) -> Trace:
             raise TraceFormatError(f"{path}: no {KERNEL_TABLE} table (not an nsys export with CUDA tracing, "
                                    "or a capture that recorded no kernel)")
         meta = read_meta(db)
+        memory = start_memory(db, meta)
         db.read_strings()
         kernels = read_kernels(db)
         apis = read_apis(db)
         ranges = read_ranges(db)
         records = read_records(db)
         syncs = read_syncs(db, apis)
-        memory = read_memory(db, meta)
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
         return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
                      _count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), _count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta,
-                     record_errors(meta), memory)
+                     record_errors(meta), memory())
     finally:
         con.close()

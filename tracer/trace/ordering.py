@@ -115,6 +115,9 @@ def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     return [(int(v), values == v) for v in np.unique(values).tolist()]
 
 
+WaitPositions = list[tuple[int, np.ndarray, np.ndarray]]  # OrderingIndex.wait_positions
+
+
 class OrderingIndex:
     def __init__(self, trace: Trace, launch_tid: np.ndarray, launch_start: np.ndarray) -> None:
         self.trace = trace
@@ -204,12 +207,17 @@ class OrderingIndex:
         rec = self.records[w.key]
         return Edge(EdgeKind.EVENT, rec.stream, rec.corr, w.stream, w.corr, w.key, w.api)
 
-    def event_frontier(self, c: np.ndarray, x: int) -> np.ndarray:
+    def wait_positions(self, c: np.ndarray) -> WaitPositions:
+        """(stream y, mask of c on y, how many of y's matched waits precede each): what
+        event_frontier searches for, shared by the calls for different x."""
+        corr = self.trace.kernels.corr
+        return [(y, m, np.searchsorted(self.wait_corr[y], corr[c[m]])) for y, m in groups(self.kernel_col[c])]
+
+    def event_frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work is ordered before c by event
-        edges (-1: none)."""
+        edges (-1: none). at: wait_positions(c), when the caller has it."""
         out = np.full(len(c), -1, dtype=np.int64)
-        for y, m in groups(self.kernel_col[c]):
-            hi = np.searchsorted(self.wait_corr[y], self.trace.kernels.corr[c[m]])
+        for y, m, hi in self.wait_positions(c) if at is None else at:
             clock = self.wait_clock[y][:, x]
             out[m] = np.where(hi > 0, clock[np.maximum(hi - 1, 0)] if len(clock) else -1, -1)
         return out
@@ -320,7 +328,7 @@ class OrderingIndex:
             out[m[host]] = VERDICTS.index(Verdict.HOST_SYNCHRONIZED)
         return out
 
-    def frontier(self, c: np.ndarray, x: int) -> np.ndarray:
+    def frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work happens before c, by event
         edges or host syncs (a kernel on x below it is ordered before c)."""
-        return np.maximum(self.event_frontier(c, x), self.host_frontier(c, x))
+        return np.maximum(self.event_frontier(c, x, at), self.host_frontier(c, x))

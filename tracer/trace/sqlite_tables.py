@@ -7,16 +7,19 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import chain
 from pathlib import Path
+from typing import Generic, TypeVar
 
 import numpy as np
 
 from tracer.errors import TraceFormatError
 
+T = TypeVar("T")
 TIME_LIMIT = 1 << 62  # times at or beyond this overflow the differences analysis takes
 
 
@@ -58,32 +61,28 @@ def connect(path: Path) -> sqlite3.Connection:
     return con
 
 
-class _Count(threading.Thread):
-    """One count(*) query on its own read-only connection, run beside the caller's work."""
+class InThread(threading.Thread, Generic[T]):
+    """fn() run beside the caller's work (SQLite runs queries without the GIL, so this is the
+    second core); result() returns its value or re-raises its exception in the caller's thread."""
 
-    def __init__(self, path: Path, sql: str) -> None:
+    def __init__(self, fn: Callable[[], T]) -> None:
         super().__init__(daemon=True)
-        self.path, self.sql = path, sql
-        self.value: int | None = None
+        self.fn = fn
+        self.value: T | None = None
         self.error: BaseException | None = None
         self.start()
 
     def run(self) -> None:
         try:
-            con = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True)
-            try:
-                self.value = int(con.execute(self.sql).fetchone()[0])
-            finally:
-                con.close()
+            self.value = self.fn()
         except BaseException as exc:  # re-raised by result() in the caller's thread
             self.error = exc
 
-    def result(self) -> int:
+    def result(self) -> T:
         self.join()
         if self.error is not None:
             raise self.error
-        assert self.value is not None
-        return self.value
+        return self.value  # type: ignore[return-value]
 
 
 class SqliteTables:
@@ -98,6 +97,15 @@ class SqliteTables:
         self._pos = np.zeros(0, dtype=np.int64)  # their positions in strings
         self._lookup: dict[str, int] = {}
         self._unknown = -1
+
+    @contextmanager
+    def sibling(self) -> Iterator[SqliteTables]:
+        """The same file on a connection of its own (for another thread), closed on exit."""
+        own = SqliteTables(connect(self.path), self.path)
+        try:
+            yield own
+        finally:
+            own.con.close()
 
     @contextmanager
     def reading(self, where: str) -> Iterator[None]:
@@ -133,26 +141,45 @@ class SqliteTables:
         return have
 
     def fetch(self, label: str, exprs: Sequence[str], ok: str, source: str, diagnose: Callable[[], None]) -> list[np.ndarray]:
-        """SELECT exprs (integers) FROM source as int64 columns, in one pass. `ok` is SQL that holds
-        when a row's values have the right SQLite types; it is counted over the same rows on a
-        second connection in a thread while this one converts (SQLite runs the count without the
-        GIL, so the check costs the other core). A row where it fails, or a value the conversion
-        refuses, is an error: diagnose() names the column (else one line naming label)."""
-        check = None if ok == "1" else _Count(self.path, f"SELECT count(*) FROM (SELECT ({ok}) AS ok_ {source}) WHERE ok_ IS NOT 1")
+        """SELECT exprs (integers) FROM source as int64 columns. `ok` is SQL that holds when a row's
+        values have the right SQLite types; a row where it fails, or a value the conversion refuses,
+        is an error: diagnose() names the column (else one line naming label)."""
         with self.reading(label):
             try:
-                flat = np.fromiter(chain.from_iterable(self.con.execute(f"SELECT {', '.join(exprs)} {source}")), dtype=np.int64)
-                wrong = check.result() if check else 0
-            except (ValueError, TypeError, OverflowError):
-                wrong = -1
-            finally:
-                if check:
-                    check.join()
-        if wrong:
+                cols = self._concat(exprs, ok, source)
+            except sqlite3.DataError:  # a column's text beyond SQLite's string limit (tens of millions of rows)
+                cols = self._rows(exprs, ok, source)
+        if cols is None:
             diagnose()
             raise TraceFormatError(f"{self.path}: {label}: values of the wrong type (corrupt or foreign file)")
+        return cols
+
+    def _concat(self, exprs: Sequence[str], ok: str, source: str) -> list[np.ndarray] | None:
+        """One scan in which SQLite counts the rows failing `ok` and renders each column as one
+        comma-separated text (group_concat: no Python object per value, and no GIL held while it
+        runs), which numpy parses; None when a row fails or a text does not parse to count values."""
+        concat = ", ".join(f"group_concat({e})" for e in exprs)
+        row = self.con.execute(f"SELECT count(*), total(({ok}) IS NOT 1), {concat} {source}").fetchone()
+        if row[1]:
+            return None
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # numpy warns, rather than raises, on text it cannot parse to the end
+                cols = [np.fromstring(t, dtype=np.int64, sep=",") if t else np.zeros(0, dtype=np.int64) for t in row[2:]]
+        except (ValueError, DeprecationWarning):
+            return None
+        return cols if all(len(c) == row[0] for c in cols) else None
+
+    def _rows(self, exprs: Sequence[str], ok: str, source: str) -> list[np.ndarray] | None:
+        """The same, row by row: for columns too long for one SQLite string."""
+        if self.con.execute(f"SELECT count(*) FROM (SELECT ({ok}) AS ok_ {source}) WHERE ok_ IS NOT 1").fetchone()[0]:
+            return None
+        try:
+            flat = np.fromiter(chain.from_iterable(self.con.execute(f"SELECT {', '.join(exprs)} {source}")), dtype=np.int64)
+        except (ValueError, TypeError, OverflowError):
+            return None
         block = flat.reshape(-1, len(exprs))
-        return [block[:, i] for i in range(len(exprs))]  # strided views: callers reorder (copy) them
+        return [block[:, i] for i in range(len(exprs))]
 
     def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:
         """Raise naming the first column whose rows hold something other than integers (or NULL
