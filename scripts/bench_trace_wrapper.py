@@ -37,15 +37,16 @@ PROGRAM = textwrap.dedent("""
             current().backend.fake_kernel(f"kernel_{i % 50}")
     time.sleep(sleep)
 """)
-# `python -m tracer trace run --backend cupti -o OUT -- COMMAND`, the capture on the fake backend
+# `python -m tracer trace run --backend cupti -o OUT -- COMMAND`, the capture on the fake backend (no GPU check)
 RUNNER = textwrap.dedent("""
     import sys
-    from dataclasses import replace
+    import tracer.gpu
     from tracer.capture import launcher
     from tracer.capture.options import CaptureOptions
     from tracer.cli import main
     real = launcher.capture_run
     launcher.capture_run = lambda *a, **k: real(*a, **k, options=CaptureOptions(backend="fake", lazy=False))
+    tracer.gpu.require_gpu_for_capture = lambda: None  # the fake backend needs no GPU
     sys.exit(main(["trace", "run", "--backend", "cupti", "-o", sys.argv[1], "--", *sys.argv[2:]]))
 """)
 

@@ -6,7 +6,10 @@
 #                      rank 0 SIGTERMed by torchrun in its next all-reduce writes its trace; outcomes, exit 7)
 #          bench (scripts/bench_memory_capture.py: untraced / CUPTI / --memory and its parts / CSAN, with
 #                 where the time goes, from the markers)
-#          ddp (scripts/bench_ddp_capture.py: torchrun DDP untraced vs traced, 3 repeats, medians, per process)
+#          ddp (scripts/bench_ddp_capture.py: torchrun DDP untraced vs traced, $DDP_REPEATS (3) repeats, medians,
+#               per process)
+#          compile (tracer's bytecode compiled once, as a wheel install does; before timing start-up)
+#          probe (what `trace run`'s GPU check costs before the command: tracer.gpu.probe, timed in-process)
 #          ddp-nccl (2 GPUs: one rank per GPU over NCCL, traced: NCCL kernels on their own streams, event edges)
 #          jobs (every test program under --memory, CSAN on each, the seed workloads; in parallel)
 #          fixtures (the jobs' traces as tests/data/hazards), tests (the GPU tests of this work), summary
@@ -72,7 +75,13 @@ for step in ${*:-$DEFAULT summary}; do
     bench)
       run_step bench 150 $PY scripts/bench_memory_capture.py --repeats 2 --timeout 60 --json "$OUT/bench_memory_capture.json" ;;
     ddp)
-      run_step ddp 110 $PY scripts/bench_ddp_capture.py --repeats 3 --timeout 60 --json "$OUT/bench_ddp_capture.json" ;;
+      run_step ddp $(( 40 * ${DDP_REPEATS:-3} )) $PY scripts/bench_ddp_capture.py --repeats ${DDP_REPEATS:-3} --timeout 60 \
+        --json "$OUT/bench_ddp_capture.json" ;;
+    compile)
+      run_step compile 60 $PY -m compileall -q tracer ;;
+    probe)
+      run_step probe 30 $PY -c "import time; t = time.perf_counter(); from tracer.gpu import probe; p = probe(); \
+print(p, f'{time.perf_counter() - t:.3f} s')" ;;
     ddp-nccl)
       run_step ddp-nccl 90 $PY -m tracer trace run -o $R/ddp-nccl --timeout 80 -- $DDP
       keep_run ddp-nccl ;;
@@ -87,7 +96,8 @@ for step in ${*:-$DEFAULT summary}; do
     fixtures)  # the traces of the jobs step, with their raw verdicts: copy $OUT/hazards to tests/data/hazards
       run_step fixtures 60 $PY scripts/capture_hazard_fixtures.py "$OUT/hazards" --from "$R" ;;
     tests)
-      run_step tests 280 $PY -m pytest -q -m gpu tests/gpu/test_hazards_gpu.py tests/gpu/test_multiproc_gpu.py -p no:cacheprovider ;;
+      run_step tests 280 $PY -m pytest -q -m gpu tests/gpu/test_hazards_gpu.py tests/gpu/test_multiproc_gpu.py \
+        tests/gpu/test_trace_gpu.py -p no:cacheprovider ;;
     summary)
       $PY scripts/device_capture_summary.py "$OUT" > "$OUT/summary.txt" 2>&1; cat "$OUT/summary.txt" ;;
     *) echo "unknown step $step" ;;

@@ -7,6 +7,7 @@ stragglers and clocks. A run where no process recorded a kernel is never analyse
 proves nothing): it fails, and its files are kept as DIR.failed."""
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -17,11 +18,11 @@ from tracer.errors import TargetFailed, UsageError, unknown
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
-from tracer.trace.analyze import Analysis, analyze
 from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.capture.launcher import CaptureResult
+    from tracer.trace.analyze import Analysis
     from tracer.trace.job_summary import JobAnalysis
 
     Verdicts = Union[Analysis, JobAnalysis]
@@ -55,6 +56,8 @@ class Recorded:
 
     @property
     def job(self) -> bool:
+        from tracer.trace.analyze import Analysis
+
         return not isinstance(self.analysis, Analysis)
 
     @property
@@ -118,14 +121,17 @@ def _capture(req: CaptureRequest, run_dir: Path, logs: Path) -> tuple[ProcResult
 def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """Capture, then analyse even when the target failed (its exit code is kept for the caller)."""
     from tracer.gpu import require_gpu_for_capture
-    from tracer.trace.job import is_job_dir
 
     require_gpu_for_capture()  # "no GPU" before anything the capture tools would say
-
+    warm = threading.Thread(target=_import_analysis, daemon=True)
+    warm.start()
     with staged(req.output) as tmp:
         logs = tmp / "logs"
         logs.mkdir()
         res, captured = _capture(req, tmp, logs)
+        warm.join()
+        from tracer.trace.job import is_job_dir
+
         job = is_job_dir(tmp)  # as `trace analyze` will read it
         write_json(tmp / "command.json", {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
                                           "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
@@ -141,6 +147,18 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
     return Recorded(req.output, res.returncode, analysis, captured)
 
 
+def _import_analysis() -> None:
+    """Import the analysis while the command runs (this process only waits for it then), so that
+    neither the command's start nor the verdict after it waits for numpy and the readers."""
+    try:
+        import tracer.trace.analyze  # noqa: F401
+        import tracer.trace.job_summary  # noqa: F401
+        import tracer.trace.job_text  # noqa: F401
+        import tracer.trace.load  # noqa: F401
+    except Exception:  # the same import after the command reports it
+        pass
+
+
 def _analyse(tmp: Path, final: Path, pairs: PairSpec, hazards: bool, job: bool) -> Verdicts:
     """The run's trace, or the job (every process on its own, then collectives, stragglers and
     clocks), read under the temporary name and named by the final one."""
@@ -149,6 +167,7 @@ def _analyse(tmp: Path, final: Path, pairs: PairSpec, hazards: bool, job: bool) 
         from tracer.trace.job_summary import analyze_job
 
         return analyze_job(load_job(tmp).moved_to(final), pairs, hazards)
+    from tracer.trace.analyze import analyze
     from tracer.trace.load import load_trace
 
     trace = load_trace(tmp / "trace.sqlite")
@@ -192,6 +211,8 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """A run directory from a trace made elsewhere (a copy of it, command.json, verdict.json)."""
+    from tracer.trace.analyze import analyze
+
     analysis = analyze(run.load(), pairs, hazards=hazards)
     with staged(output) as tmp:
         src = run.trace_file
