@@ -4,9 +4,9 @@ of untraced), side by side in one run: `torchrun ... ddp_train.py` untraced and 
 whole `tracer trace run` (what a user waits for), the traced command alone (command.json
 `seconds`), tracer's own time around it (the interpreter and CLI imports: `python -m tracer
 --version` alone; the capture set-up before the command and the settling after it: command.json
-`tracer_s`; the rest: arguments, writing the run directory), and per process (torchrun's agent,
-each rank) what tracer spent, from the markers: start-up, bootstrap, CUPTI start, flushes, the
-exit's flush and write.
+`tracer_s`, with the GPU check; the rest: arguments, the analysis, writing the run directory), the
+ratio of each repeat's pair of runs, and per process (torchrun's agent, each rank) what tracer
+spent, from the markers: start-up, bootstrap, CUPTI start, flushes, the exit's flush and write.
 
 Run on a GPU machine (2 ranks share one GPU over gloo, or one GPU each over NCCL):
     python scripts/bench_ddp_capture.py [--repeats 3] [--nproc 2] [--json OUT.json]"""
@@ -49,8 +49,8 @@ def traced(command: list[str], work: Path, timeout: float) -> dict[str, Any]:
     except (OSError, ValueError):
         return info | {"error": res.stderr()[-400:]}
     info["command_s"] = cmd.get("seconds")
-    info["before_s"] = (cmd.get("tracer_s") or {}).get("before_command")
-    info["after_s"] = (cmd.get("tracer_s") or {}).get("after_command")
+    own = cmd.get("tracer_s") or {}
+    info["gpu_check_s"], info["before_s"], info["after_s"] = own.get("gpu_check"), own.get("before_command"), own.get("after_command")
     info["processes"] = {}
     for p in cmd.get("processes", []):
         marker = json.loads((run / "procs" / f"{p['file']}.json").read_text())
@@ -70,18 +70,32 @@ def medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
     if out["untraced_s"] and out["traced_s"]:
         out["traced/untraced"] = out["traced_s"] / out["untraced_s"]
         out["command/untraced"] = out["traced_command_s"] / out["untraced_s"]
-    for key in ("before_s", "after_s"):
+    for key in ("gpu_check_s", "before_s", "after_s"):
         known = [r[key] for r in tr if r.get(key) is not None]
         out[key] = statistics.median(known) if known else None
     startup = [r["seconds"] for r in runs if r["mode"] == "startup"]
     out["startup_s"] = statistics.median(startup) if startup else None
+    paired = paired_ratios(runs)
+    out["paired_ratios"] = paired
+    out["paired_median"] = statistics.median(paired) if paired else None
     return out
+
+
+def paired_ratios(runs: list[dict[str, Any]]) -> list[float]:
+    """traced / untraced of each repeat (the two run back to back): slow drift in the machine's
+    speed cancels within a pair."""
+    by_rep: dict[int, dict[str, float]] = {}
+    for r in runs:
+        if r["mode"] in ("untraced", "traced") and r.get("exit") == 0:
+            by_rep.setdefault(r["repeat"], {})[r["mode"]] = r["seconds"]
+    return [p["traced"] / p["untraced"] for p in by_rep.values() if len(p) == 2]
 
 
 def split(m: dict[str, Any]) -> str:
     """tracer's own seconds around the command, by part (medians)."""
     own = m["traced_s"] - m["traced_command_s"]
-    parts = {"interpreter and CLI imports": m.get("startup_s"), "capture set-up": m.get("before_s"),
+    parts = {"interpreter and CLI imports": m.get("startup_s"), "the GPU check": m.get("gpu_check_s"),
+             "capture set-up": m.get("before_s"),
              "after the command (settling the processes)": m.get("after_s")}
     parts["the rest (arguments, analysis, run directory)"] = own - sum(v for v in parts.values() if v is not None)
     return f"tracer's own time around the command {own:.2f} s: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()
@@ -124,6 +138,10 @@ def main() -> int:
     if "traced/untraced" in med:
         print(f"traced/untraced {med['traced/untraced']:.3f}x (goal <= 1.05: {'met' if med['traced/untraced'] <= 1.05 else 'NOT met'}), "
               f"command/untraced {med['command/untraced']:.3f}x")
+        if med["paired_ratios"]:
+            r = med["paired_ratios"]
+            print(f"traced/untraced per repeat (run back to back): median {med['paired_median']:.3f}x, "
+                  f"from {min(r):.3f} to {max(r):.3f}")
         print(split(med))
     print("per process (medians, s): " + " ".join(f"{c:>12}" for c in (*COSTS, "alive_s", "kernels")))
     for k, row in med["per_process"].items():

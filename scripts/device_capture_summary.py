@@ -173,6 +173,9 @@ def ddp_bench(out: Path) -> None:
     print(f"  {'(cut off) ' if data.get('partial') else ''}untraced {m['untraced_s']:.2f} s, traced {m['traced_s']:.2f} s "
           f"({m.get('traced/untraced', 0):.3f}x), traced command alone {m['traced_command_s']:.2f} s "
           f"({m.get('command/untraced', 0):.3f}x), repeats {sum(r.get('mode') == 'traced' for r in runs)}")
+    if m.get("paired_ratios"):
+        r = m["paired_ratios"]
+        print(f"  traced/untraced per repeat: median {m['paired_median']:.3f}x, from {min(r):.3f} to {max(r):.3f}")
     print(f"  {split(m)}")
     for k, row in m.get("per_process", {}).items():
         print(f"    {k:<8} " + " ".join(f"{c} {v:.3f}" for c, v in row.items()))

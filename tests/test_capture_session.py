@@ -544,6 +544,8 @@ def test_a_job_whose_rank_died_fails_and_says_how_each_process_ended(tmp_path: P
     ranks = {p["rank"]: p for p in command["processes"] if p["rank"] is not None}
     assert (ranks[0]["outcome"], ranks[1]["outcome"], ranks[1]["state"]) == ("complete", "partial", "died")
     assert command["job"] and not (run / "trace.sqlite").exists() and "job: 2 processes" in err
+    own = command["tracer_s"]  # tracer's own seconds around the command, by part
+    assert set(own) == {"gpu_check", "before_command", "after_command"} and all(0 <= v < 30 for v in own.values())
     launcher_proc = next(p for p in command["processes"] if p["rank"] is None)
     assert launcher_proc["kernels"] == 0 and launcher_proc["outcome"] == "complete"
     verdict = json.loads((run / "verdict.json").read_text())  # the job JSON, as `trace analyze` gives it

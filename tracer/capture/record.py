@@ -8,6 +8,7 @@ proves nothing): it fails, and its files are kept as DIR.failed."""
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Union
@@ -122,7 +123,9 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
     """Capture, then analyse even when the target failed (its exit code is kept for the caller)."""
     from tracer.gpu import require_gpu_for_capture
 
+    checked = time.monotonic()
     require_gpu_for_capture()  # "no GPU" before anything the capture tools would say
+    gpu_check = time.monotonic() - checked
     warm = threading.Thread(target=_import_analysis, daemon=True)
     warm.start()
     with staged(req.output) as tmp:
@@ -133,10 +136,7 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         from tracer.trace.job import is_job_dir
 
         job = is_job_dir(tmp)  # as `trace analyze` will read it
-        write_json(tmp / "command.json", {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
-                                          "timed_out": res.timed_out, "seconds": round(res.seconds, 3),
-                                          "capture_argv": list(res.argv)}
-                   | (captured.command_fields() | {"job": job} if captured else {}))
+        write_json(tmp / "command.json", _command_fields(req, res, captured, job, gpu_check))
         write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
         raise_if_timed_out(res, f"the capture of {req.name}")
         if not (tmp / "trace.sqlite").is_file() and not (captured and captured.job):
@@ -145,6 +145,18 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode,
                                                                "partial": bool(captured and captured.partial)})
     return Recorded(req.output, res.returncode, analysis, captured)
+
+
+def _command_fields(req: CaptureRequest, res: ProcResult, captured: CaptureResult | None, job: bool,
+                    gpu_check: float) -> dict[str, object]:
+    """command.json: the command, how it ended; with CUPTI its processes, and tracer's own seconds
+    around it (`tracer_s`: the GPU check, the set-up before it, the settling after it)."""
+    out: dict[str, object] = {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
+                              "timed_out": res.timed_out, "seconds": round(res.seconds, 3), "capture_argv": list(res.argv)}
+    if captured is None:
+        return out
+    fields = captured.command_fields()
+    return out | fields | {"job": job, "tracer_s": {"gpu_check": round(gpu_check, 4), **fields["tracer_s"]}}
 
 
 def _import_analysis() -> None:
