@@ -426,6 +426,15 @@ def test_row_by_row_reads_give_the_same_verdict(path: Path, request: pytest.Fixt
     assert any("TRACER_MEMORY_ACCESS" in s for s in seen) == (path in HAZARD_CAPTURES)
 
 
+@pytest.mark.parametrize("name", [n for n in SHARED_TRACES if n.endswith(".sqlite")])
+def test_row_by_row_reads_give_the_same_verdict_on_others_exports(name: str, request: pytest.FixtureRequest) -> None:
+    path = shared_fixture(*name.split("/"))
+    whole = analyze(load_trace(path), None, all_kernel_pairs=True).to_json()
+    seen = request.getfixturevalue("rows_only")
+    assert analyze(load_trace(path), None, all_kernel_pairs=True).to_json() == whole
+    assert any("CUPTI_ACTIVITY_KIND_KERNEL" in s for s in seen)
+
+
 def test_row_by_row_read_still_names_a_bad_column(tmp_path: Path, rows_only: list[str]) -> None:
     path = corrupt(tmp_path, ["UPDATE CUPTI_ACTIVITY_KIND_KERNEL SET streamId = 2.5 WHERE rowid = 3"])
     with pytest.raises(TraceFormatError, match=r"CUPTI_ACTIVITY_KIND_KERNEL.streamId holds 1 real value"):

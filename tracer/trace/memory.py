@@ -16,7 +16,7 @@ import numpy as np
 from tracer.errors import TraceFormatError
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import expand_ranges
-from tracer.trace.sqlite_tables import TIME_LIMIT, Col, InThread, SqliteTables, is_integer, type_check
+from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
@@ -127,11 +127,7 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
     if not present and meta.get(FLAG) != "1":
         return lambda: None
 
-    def fetch() -> _Fetched:
-        with db.sibling() as own:
-            return _fetch(own, present)
-
-    job = InThread(fetch)
+    job = db.in_sibling(lambda own: _fetch(own, present))
     recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
     return lambda: _finish(db, recorded, job.result())
 

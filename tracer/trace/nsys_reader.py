@@ -9,6 +9,7 @@ strings stored as BLOBs) is one TraceFormatError naming the table and column.
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -48,7 +49,9 @@ def read_kernels(db: SqliteTables) -> Kernels:
     return Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]))
 
 
-def read_apis(db: SqliteTables) -> Apis:
+def fetch_apis(db: SqliteTables) -> Apis:
+    """The runtime and driver calls sorted by correlation id, with their StringIds ids as names
+    (read on a connection of its own beside the other tables; named_apis maps the names)."""
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in db.tables:
         e = np.zeros(0, dtype=np.int64)
@@ -57,7 +60,11 @@ def read_apis(db: SqliteTables) -> Apis:
                                                  Col("correlationId"), Col("nameId")])
     db.check_times(table, start, end)
     order = np.argsort(corr, kind="stable")
-    return Apis(start[order], end[order], tid[order], corr[order], db.remap(nid[order]))
+    return Apis(start[order], end[order], tid[order], corr[order], nid[order])
+
+
+def named_apis(db: SqliteTables, fetched: Apis) -> Apis:
+    return replace(fetched, name=db.remap(fetched.name))
 
 
 def read_ranges(db: SqliteTables) -> Ranges:
@@ -148,12 +155,12 @@ def read_nsys_sqlite(path: Path) -> Trace:
             raise TraceFormatError(f"{path}: no {KERNEL_TABLE} table (not an nsys export with CUDA tracing, "
                                    "or a capture that recorded no kernel)")
         meta = read_meta(db)
-        memory = start_memory(db, meta)
+        memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
         db.read_strings()
         kernels = read_kernels(db)
-        apis = read_apis(db)
         ranges = read_ranges(db)
         records = read_records(db)
+        apis = named_apis(db, fetching_apis.result())
         syncs = read_syncs(db, apis)
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")

@@ -107,6 +107,15 @@ class SqliteTables:
         finally:
             own.con.close()
 
+    def in_sibling(self, fn: Callable[[SqliteTables], T]) -> InThread[T]:
+        """fn run in a thread on a sibling() of this file: what it returns cannot hold positions in
+        strings (the sibling reads no StringIds), only StringIds ids for the caller to remap."""
+        def run() -> T:
+            with self.sibling() as own:
+                return fn(own)
+
+        return InThread(run)
+
     @contextmanager
     def reading(self, where: str) -> Iterator[None]:
         """Whatever a corrupt file makes sqlite3 or the conversion raise becomes one line naming it."""
