@@ -222,12 +222,8 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
                         f"({ok} AND {type_check(EXTERNAL, ext, 'e.')}) AS ok "
                         "FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId")
 
-    def diagnose() -> None:
-        db.check_types("TRACER_OPS", OPS)
-        if "TRACER_EXTERNAL_CORRELATION" in present:
-            db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
-
-    return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+    return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})",
+                    lambda: _check_op_types(db, present))
 
 
 def _sequence_numbers(db: SqliteTables, present: set[str]) -> tuple[bool, bool]:
@@ -255,12 +251,15 @@ def _backward(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
         parts.insert(0, f"SELECT e.correlationId AS c, o.bwdSeqNr AS b, o.start AS s, {ok} AND {is_integer('e.correlationId')} "
                         "AS ok FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId WHERE o.bwdSeqNr >= 0")
 
-    def diagnose() -> None:
-        db.check_types("TRACER_OPS", OPS)
-        if "TRACER_EXTERNAL_CORRELATION" in present:
-            db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
+    return db.fetch("TRACER_OPS (backward ops)", ["c", "b", "s"], "ok", f"FROM ({' UNION ALL '.join(parts)})",
+                    lambda: _check_op_types(db, present))
 
-    return db.fetch("TRACER_OPS (backward ops)", ["c", "b", "s"], "ok", f"FROM ({' UNION ALL '.join(parts)})", diagnose)
+
+def _check_op_types(db: SqliteTables, present: set[str]) -> None:
+    """Name the column of TRACER_OPS or TRACER_EXTERNAL_CORRELATION that a join of them found wrong."""
+    db.check_types("TRACER_OPS", OPS)
+    if "TRACER_EXTERNAL_CORRELATION" in present:
+        db.check_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
 
 
 def _sorted_by(cols: list[np.ndarray], key: int) -> list[np.ndarray]:
