@@ -352,6 +352,15 @@ class TestCorruptSqlite:
             load_trace(path)
 
 
+@pytest.mark.parametrize("column", ["externalId", "correlationId"])
+def test_external_correlation_that_joins_no_op_is_still_an_error(tmp_path: Path, column: str) -> None:
+    """A text externalId matches no TRACER_OPS.id: the join alone would drop the row unseen."""
+    path = corrupt(tmp_path, [f"UPDATE TRACER_EXTERNAL_CORRELATION SET {column} = 'x' WHERE rowid = 1"],
+                   DATA / "hazards" / "raw_no_wait.sqlite")
+    with pytest.raises(TraceFormatError, match=f"TRACER_EXTERNAL_CORRELATION.{column} holds 1 text value"):
+        load_trace(path)
+
+
 @pytest.mark.parametrize("mode", [0, 4, -1, 7])
 def test_memory_access_mode_outside_the_contract(tmp_path: Path, mode: int) -> None:
     b = TraceBuilder()

@@ -217,9 +217,8 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     parts = [f"SELECT o.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok FROM TRACER_OPS o "
              "WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
-        ext = db.require("TRACER_EXTERNAL_CORRELATION", EXTERNAL)
-        parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, "
-                        f"({ok} AND {type_check(EXTERNAL, ext, 'e.')}) AS ok "
+        db.require_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)  # every row: the join drops one whose externalId is no integer
+        parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok "
                         "FROM TRACER_EXTERNAL_CORRELATION e JOIN TRACER_OPS o ON o.id = e.externalId")
 
     return db.fetch("TRACER_OPS", ["c", "i", "n"], "ok", f"FROM ({' UNION ALL '.join(parts)})",

@@ -190,6 +190,16 @@ class SqliteTables:
         block = flat.reshape(-1, len(exprs))
         return [block[:, i] for i in range(len(exprs))]
 
+    def require_types(self, table: str, cols: Sequence[Col]) -> None:
+        """Every row of the table holds integers (or NULL where a default is allowed) in cols, in
+        one scan; else the error check_types gives (a join would drop such a row unseen)."""
+        have = self.require(table, cols)
+        with self.reading(table):
+            wrong = self.con.execute(f"SELECT count(*) FROM {table} WHERE {type_check(cols, have)} IS NOT 1").fetchone()[0]
+        if wrong:
+            self.check_types(table, cols)
+            raise TraceFormatError(f"{self.path}: {table}: values of the wrong type (corrupt or foreign file)")
+
     def check_types(self, table: str, cols: Sequence[Col], where: str = "") -> None:
         """Raise naming the first column whose rows hold something other than integers (or NULL
         where a default is allowed)."""
