@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -171,11 +170,9 @@ class SqliteTables:
         row = self.con.execute(f"SELECT count(*), total(({ok}) IS NOT 1), {concat} {source}").fetchone()
         if row[1]:
             return None
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # numpy warns, rather than raises, on text it cannot parse to the end
-                cols = [np.fromstring(t, dtype=np.int64, sep=",") if t else np.zeros(0, dtype=np.int64) for t in row[2:]]
-        except (ValueError, DeprecationWarning):
+        try:  # numpy 2 raises on text it cannot parse to the end; numpy 1 warns and stops: the count check catches that
+            cols = [np.fromstring(t, dtype=np.int64, sep=",") if t else np.zeros(0, dtype=np.int64) for t in row[2:]]
+        except ValueError:
             return None
         return cols if all(len(c) == row[0] for c in cols) else None
 
