@@ -131,7 +131,9 @@ def check_libraries() -> list[Check]:
     from tracer.kernel.compile import nvrtc_version
 
     def cuda_core() -> str:
-        import cuda.core  # noqa: F401  (the import `kernels`/`run` do; a broken install fails here)
+        from tracer.kernel.cudacore import cuda_core as import_cuda_core
+
+        import_cuda_core()  # the import `kernels`/`run` do; a broken install fails here
 
         return _pkg("cuda-core")
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import threading
 from functools import lru_cache
 from pathlib import Path
 
@@ -109,11 +110,12 @@ def apply_edits(source: str, edits: list[dict[str, str]], what: str) -> str:
 
 def source_cubin(source: str, key: KernelKey, filename: str) -> bytes:
     """Cubin of any kernel source with key's macros (uncached: for A/B comparisons of edits)."""
-    from cuda.core import Program, ProgramOptions
+    from tracer.kernel.cudacore import cuda_core
 
-    opts = ProgramOptions(name=filename, arch=key.arch, std="c++17", lineinfo=True, define_macro=list(key.macros()))
+    core = cuda_core()
+    opts = core.ProgramOptions(name=filename, arch=key.arch, std="c++17", lineinfo=True, define_macro=list(key.macros()))
     try:
-        return bytes(Program(source, "c++", options=opts).compile("cubin").code)
+        return bytes(core.Program(source, "c++", options=opts).compile("cubin").code)
     except Exception as exc:  # cuda.core raises its own NVRTCError carrying the log
         if type(exc).__name__ in ("NVRTCError", "CUDAError"):
             raise CompileError(f"NVRTC failed for {describe(key)}: {exc}") from exc
@@ -128,7 +130,7 @@ def cubin(key: KernelKey) -> bytes:
         return path.read_bytes()
     data = source_cubin(kernel_source(), key, str(KERNEL_DIR / KERNEL_FILE))
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(f".{os.getpid()}.tmp")
+    tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")  # threads may compile one key at once
     tmp.write_bytes(data)
     tmp.replace(path)
     return data

@@ -6,6 +6,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from tracer.kernel import compile as nvrtc_compile
+from tracer.kernel.cudacore import cuda_core
 from tracer.errors import NoGpuError, UsageError
 from tracer.gpu import NO_GPU_ADVICE
 from tracer.kernel.spec import THREADS, Config, InDtype, KernelKey, OutFormat, Variant, pick_config
@@ -57,9 +58,7 @@ def num_sms(index: int | None = None) -> int:
 
 @lru_cache(maxsize=None)
 def _kernel(key: KernelKey, device_index: int) -> Any:
-    from cuda.core import ObjectCode
-
-    return ObjectCode.from_cubin(nvrtc_compile.cubin(key)).get_kernel(nvrtc_compile.KERNEL_NAME)
+    return cuda_core().ObjectCode.from_cubin(nvrtc_compile.cubin(key)).get_kernel(nvrtc_compile.KERNEL_NAME)
 
 
 class _StreamRef:
@@ -74,9 +73,7 @@ class _StreamRef:
 
 @lru_cache(maxsize=64)
 def _core_stream(device_index: int, handle: int) -> Any:
-    from cuda.core import Device
-
-    dev = Device(device_index)
+    dev = cuda_core().Device(device_index)
     dev.set_current()
     return dev.create_stream(_StreamRef(handle))
 
@@ -165,13 +162,14 @@ def launch_kernel(kernel: Any, blocks: int, pointers: tuple[int, int, int, int, 
                   device_index: int, stream_handle: int, *, in_bytes: int = 2, scale_index: int = 0) -> None:
     """Launch a compiled cast_transpose; pointers: x, rowwise, columnwise, scale, scale_inv, amax."""
     import numpy as np
-    from cuda.core import LaunchConfig, launch
 
     from tracer.capture.session import memory_recorder
 
+    core = cuda_core()
+
     def go() -> None:
-        launch(_core_stream(device_index, stream_handle), LaunchConfig(grid=blocks, block=THREADS), kernel, *pointers,
-               np.int32(rows), np.int32(cols))
+        core.launch(_core_stream(device_index, stream_handle), core.LaunchConfig(grid=blocks, block=THREADS), kernel,
+                    *pointers, np.int32(rows), np.int32(cols))
 
     recorder = memory_recorder()
     if recorder is None:
