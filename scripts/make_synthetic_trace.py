@@ -67,6 +67,30 @@ class TraceBuilder:
             self.tables["TRACER_EXTERNAL_CORRELATION"].append((corr, op))
         return corr
 
+    def capture_launch(self, name: str, node: int, *, op: int | None = None) -> int:
+        """A launch into a stream being captured into a CUDA graph: no kernel runs, it makes `node`."""
+        corr, _, _ = self._api("cuLaunchKernel", None)
+        if op is not None:
+            self.tables["TRACER_EXTERNAL_CORRELATION"].append((corr, op))
+        self.tables["TRACER_GRAPH_NODES"].append((node, corr, -1))
+        return corr
+
+    def clone_nodes(self, clones: dict[int, int]) -> None:
+        """Instantiation: clone node id -> the node it was cloned from."""
+        self.tables["TRACER_GRAPH_NODES"].extend((clone, -1, original) for clone, original in clones.items())
+
+    def graph_launch(self, stream: int, nodes: list[tuple[str, int]], dur: int = 10_000, *, device: int = 0) -> int:
+        """cuGraphLaunch: the kernels of `nodes` (name, graph node id) one after another on stream,
+        all under the graph launch's correlation id."""
+        corr, t0, _ = self._api("cuGraphLaunch", None)
+        key = (device, stream)
+        for name, node in nodes:
+            begin = max(t0 + QUEUE_NS, self.free.get(key, 0))
+            self.free[key] = begin + dur
+            self.rec.kernels.append((begin, begin + dur, device, device + 1, stream, corr, name,
+                                     1, 1, 1, 128, 1, 1, 32, 0, 0, node >> 32, node))
+        return corr
+
     def record(self, stream: int, *, device: int = 0, tid: int | None = None) -> int:
         """cudaEventRecord; returns the event key (its eventSyncId)."""
         corr, _, _ = self._api("cudaEventRecord", tid, 500)

@@ -197,6 +197,25 @@ class FakeCupti:
     class CallbackDomain(enum.IntEnum):
         DRIVER_API = 1
         RUNTIME_API = 2
+        RESOURCE = 3
+
+    CallbackIdResource = enum.IntEnum("CallbackIdResource", {"GRAPHNODE_CREATED": 10, "GRAPHNODE_CLONED": 15})
+
+    class GraphData:
+        """CUpti_GraphData at an address: here a registry of (node, original node) handles."""
+
+        nodes: dict[int, tuple[int, int]] = {}
+
+        def __init__(self, node: int, original_node: int) -> None:
+            self.node, self.original_node = node, original_node
+
+        @classmethod
+        def from_ptr(cls, ptr: int) -> FakeCupti.GraphData:
+            return cls(*cls.nodes[ptr])
+
+    @staticmethod
+    def get_graph_node_id(node: int) -> int:
+        return node * 10  # ids differ from handles
 
     driver_api_trace_cbid = enum.IntEnum("driver_api_trace_cbid", {
         "cuLaunchKernel": 307, "cuLaunchKernelEx": 652, "cuLaunchKernel_ptsz": 442, "cuLaunchKernelEx_ptsz": 653,
@@ -281,6 +300,26 @@ def test_launches_inside_an_op_are_skipped_and_undecodable_ones_listed() -> None
     assert unknown.correlation_id == 42 and unknown.name == "ext_kernel" and "cuKernelGetParamInfo: 400" in unknown.reason
 
 
+def test_graph_nodes_made_inside_a_launch_and_their_clones_are_recorded() -> None:
+    """A launch into a capturing stream makes its node between the launch's enter and exit;
+    instantiation clones it; a node made outside any launch (an explicit graph API) is left out."""
+    rec = Recording().rec
+    calls, cupti = subscribed(rec)
+    assert (3, 10) in cupti.enabled and (3, 15) in cupti.enabled
+    cupti.GraphData.nodes.update({1: (5, 0), 2: (6, 0), 3: (9, 5)})
+    launch = Launch()
+    rec.tls.depth = 1  # inside an op: the node is still tied to the launch
+    calls.callback(None, 1, 307, launch.cbdata(corr=70))
+    calls.callback(None, 3, 10, SimpleNamespace(resource_descriptor=1))
+    calls.callback(None, 1, 307, launch.cbdata(site=1, corr=70))
+    calls.callback(None, 3, 10, SimpleNamespace(resource_descriptor=2))  # outside a launch
+    calls.callback(None, 3, 15, SimpleNamespace(resource_descriptor=3))  # node 9 cloned from 5
+    assert rec.graph_nodes == [(50, 70, -1), (90, -1, 50)] and not rec.errors
+    out = TraceRecords(pid=1)
+    rec.finish(out, [])
+    assert out.graph_nodes == rec.graph_nodes
+
+
 def test_successful_queries_say_which_record_the_host_saw_complete() -> None:
     rec = Recording().rec
     calls, _ = subscribed(rec)
@@ -353,6 +392,7 @@ def test_memory_tables_are_written_with_the_trace(tmp_path: Path) -> None:
         a = torch.zeros(64)
         a.add_(1)
     rec.unknown_launch(5, "mystery", "parameter layout unavailable (x)")
+    rec.graph_node(8589934592, 7, -1)
     out = TraceRecords(pid=321, memory=True)
     rec.finish(out, [])
     out.ext_correlations += [(100, 1), (100, 1), (101, 2)]  # a runtime call and its nested driver call
@@ -367,6 +407,7 @@ def test_memory_tables_are_written_with_the_trace(tmp_path: Path) -> None:
     (alloc,) = con.execute("SELECT id, address, bytes, end, source, labelId FROM TRACER_ALLOCATIONS").fetchall()
     assert alloc[:5] == (1, a.data_ptr(), 256, -1, 1) and s[alloc[5]].startswith("aten::zeros out 0 at ")
     assert con.execute("SELECT COUNT(*) FROM TRACER_HOST_QUERIES").fetchone() == (0,)
+    assert con.execute("SELECT * FROM TRACER_GRAPH_NODES").fetchall() == [(8589934592, 7, -1)]
     (unknown,) = con.execute("SELECT correlationId, nameId, reason FROM TRACER_LAUNCH_UNKNOWN").fetchall()
     assert (unknown[0], s[unknown[1]]) == (5, "mystery")
     meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))

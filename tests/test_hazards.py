@@ -17,7 +17,7 @@ from tracer.trace.analyze import analyze
 from tracer.trace.attribution import attribute
 from tracer.trace.hazards import MAX_LISTED_HAZARDS, Hazards
 from tracer.trace.load import load_trace
-from tracer.trace.memory import READ, WRITE, kernel_accesses
+from tracer.trace.memory import READ, WRITE, graph_nodes, kernel_accesses
 from tracer.trace.model import Trace
 from tracer.trace.ordering import OrderingIndex, Verdict
 
@@ -260,6 +260,61 @@ class TestKernelsWithoutMemory:
         b.launch(B, "gemm", op=op)
         b.launch(B, "bias", op=op)
         assert kinds(hazards(tmp_path, b)) == [("RAW", "producer", "gemm"), ("RAW", "producer", "bias")]
+
+
+class TestGraphReplays:
+    """Kernels replayed from a CUDA graph carry the graph launch's correlation id and a node id of the
+    instantiated graph; the clone leads to the node a launch made at capture, and so to its op."""
+
+    @staticmethod
+    def captured(b: TraceBuilder, mode: int = WRITE) -> list[tuple[str, int]]:
+        """aten::mul writing X captured as node 1 (cloned as 101 at instantiation), and a node 2
+        (cloned as 102) made with no traced launch; returns the replayed kernels."""
+        op = b.op("aten::mul")
+        b.access(op, X, 4096, mode)
+        b.capture_launch("mul", 1, op=op)
+        b.tables["TRACER_GRAPH_NODES"].append((2, -1, -1))
+        b.clone_nodes({101: 1, 102: 2})
+        return [("mul", 101)]
+
+    def test_a_replayed_kernel_gets_the_access_set_of_the_launch_that_made_its_node(self, tmp_path: Path) -> None:
+        b = TraceBuilder()
+        replayed = self.captured(b)
+        b.graph_launch(A, replayed)
+        kernel(b, B, (X, 4096, READ), name="consumer")
+        h = hazards(tmp_path, b)
+        assert kinds(h) == [("RAW", "mul", "consumer")] and not h.listed[0].may
+        assert h.listed[0].producer.op == "aten::mul"
+        assert (h.kernels_without_memory, h.graph_kernels) == (0, (1, 0))
+        assert analyze(load(tmp_path, b)).to_json()["hazards"]["graph_kernels"] == {"replayed": 1, "without_memory": 0}
+
+    def test_an_event_after_the_graph_launch_orders_its_kernels(self, tmp_path: Path) -> None:
+        b = TraceBuilder()
+        replayed = self.captured(b)
+        b.graph_launch(A, replayed * 2)  # two replays: both kernels share the launch's correlation id
+        b.wait(B, b.record(A))
+        kernel(b, B, (X, 4096, READ), name="consumer")
+        h = hazards(tmp_path, b)
+        assert h.found == 0 and counts(h)["ordered"] >= 1
+
+    def test_a_node_no_traced_launch_made_leaves_its_kernels_unjudged(self, tmp_path: Path) -> None:
+        b = TraceBuilder()
+        self.captured(b)
+        b.graph_launch(A, [("built_node", 102), ("unknown_node", 999)])
+        kernel(b, B, (X, 4096, READ), name="consumer")
+        a = analyze(load(tmp_path, b))
+        h = a.hazards
+        assert h is not None and h.found == 0 and (h.kernels_without_memory, h.unjudged, h.graph_kernels) == (2, 2, (2, 2))
+        assert a.failures(False, True) == ["2 kernel(s) on multi-stream devices have no memory access set: hazards unknown for them"]
+        assert any("2 of them replayed from CUDA graphs" in line for line in h.text_lines())
+
+
+def test_graph_nodes_follow_clones_to_the_launch_that_made_them() -> None:
+    node = np.array([1, 2, 101, 201, 102, 7, 8], dtype=np.int64)
+    corr = np.array([40, -1, -1, -1, -1, -1, -1], dtype=np.int64)
+    original = np.array([-1, -1, 1, 101, 2, 8, 7], dtype=np.int64)  # 201 -> 101 -> 1; 7 <-> 8 a cycle
+    g = graph_nodes(node, corr, original)
+    assert dict(zip(g.node.tolist(), g.corr.tolist())) == {1: 40, 2: -1, 7: -1, 8: -1, 101: 40, 102: -1, 201: 40}
 
 
 class TestNoMemoryTables:

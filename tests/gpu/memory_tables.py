@@ -17,8 +17,9 @@ EXPECTED: dict[str, frozenset[str]] = {
     "reuse_no_record_stream": frozenset({"reuse"}), "reuse_record_stream": frozenset(),
     "cuda_core_no_wait": frozenset({"RAW"}), "triton_no_wait": frozenset({"RAW"}),
     "inplace_view_overlap": frozenset({"WAW"}), "inplace_disjoint": frozenset(),
+    "compiled_no_wait": frozenset({"RAW"}), "graph_no_wait": frozenset({"RAW"}),
 }
-MAY = {"cuda_core_no_wait", "triton_no_wait"}
+MAY = {"cuda_core_no_wait", "triton_no_wait", "compiled_no_wait"}
 
 
 class Access(NamedTuple):
@@ -45,16 +46,25 @@ def meta(db: Path) -> dict[str, str]:
 
 def kernel_accesses(db: Path) -> list[Access]:
     """Every kernel's accesses: through the external correlation of its launch (ops of kind 1
-    and 2) or the launch's own correlation id (kind 3)."""
+    and 2) or the launch's own correlation id (kind 3); a kernel replayed from a CUDA graph through
+    the launch that made its graph node at capture (clones followed back to it)."""
     con = sqlite3.connect(db)
     try:
-        rows = con.execute("""
-            WITH ops AS (SELECT e.correlationId AS corr, e.externalId AS op FROM TRACER_EXTERNAL_CORRELATION e
-                         UNION SELECT correlationId, id FROM TRACER_OPS WHERE kind = 3)
+        graphs = con.execute("SELECT 1 FROM sqlite_master WHERE name = 'TRACER_GRAPH_NODES'").fetchone()
+        made = """, chain(node, at, depth) AS (SELECT nodeId, nodeId, 0 FROM TRACER_GRAPH_NODES
+                     UNION ALL SELECT c.node, g.originalNodeId, c.depth + 1 FROM chain c JOIN TRACER_GRAPH_NODES g
+                     ON g.nodeId = c.at WHERE g.originalNodeId >= 0 AND c.depth < 16),
+                  made AS (SELECT c.node AS node, MIN(g.correlationId) AS corr FROM chain c
+                     JOIN TRACER_GRAPH_NODES g ON g.nodeId = c.at WHERE g.correlationId >= 0 GROUP BY c.node)""" \
+            if graphs else ", made AS (SELECT 0 AS node, 0 AS corr WHERE 0)"
+        rows = con.execute(f"""
+            WITH RECURSIVE ops AS (SELECT e.correlationId AS corr, e.externalId AS op FROM TRACER_EXTERNAL_CORRELATION e
+                         UNION SELECT correlationId, id FROM TRACER_OPS WHERE kind = 3){made}
             SELECT k.correlationId, k.streamId, s.value, COALESCE(r.start, k.start), a.address, a.bytes, a.mode, a.exact,
                    a.allocationId, COALESCE(al.source, 0), o.kind
             FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName
-            JOIN ops ON ops.corr = k.correlationId JOIN TRACER_OPS o ON o.id = ops.op
+            LEFT JOIN made m ON k.graphNodeId > 0 AND m.node = k.graphNodeId
+            JOIN ops ON ops.corr = COALESCE(m.corr, k.correlationId) JOIN TRACER_OPS o ON o.id = ops.op
             JOIN TRACER_MEMORY_ACCESS a ON a.opId = ops.op
             LEFT JOIN TRACER_ALLOCATIONS al ON al.id = a.allocationId
             LEFT JOIN (SELECT correlationId, MIN(start) AS start FROM CUPTI_ACTIVITY_KIND_RUNTIME GROUP BY correlationId) r

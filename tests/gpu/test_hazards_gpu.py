@@ -84,3 +84,26 @@ def test_gpt2_backward_ops_carry_forward_sequence_numbers(tmp_path: Path, capsys
     if rules:
         assert rules.get("none", 0) < 0.05 * verdict["kernels"], rules
     assert range_window(run / "trace.sqlite", "step0")
+
+
+def test_compiled_training_is_judged_whole(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A torch.compile'd MLP trained with batches copied on a side stream (wait_stream +
+    record_stream): Inductor's Triton kernels, forward and backward, get memory sets from their
+    launch arguments, backward kernels are attributed, and no hazard is reported."""
+    run, verdict = traced(tmp_path, capsys, "--", sys.executable, str(PROGRAMS / "compiled_train.py"))
+    h = verdict["hazards"]
+    assert h["memory"] and h["kernels_without_memory"] == 0, h
+    assert sum(h["counts"][k] for k in HAZARD_KINDS) == 0, h["counts"]
+    assert any(a.op_kind == 3 and a.kernel.startswith("triton") for a in kernel_accesses(run / "trace.sqlite"))
+    assert verdict["attribution_rules"].get("none", 0) < 0.05 * verdict["kernels"], verdict["attribution_rules"]
+    assert verdict["attribution_rules"].get("forward-op", 0) > 0
+
+
+def test_graph_replays_get_the_access_sets_of_their_capture(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """graph_no_wait: each replayed kernel joins, through its graph node and its clone, the op
+    recorded while the graph was captured; the no-wait reader is an exact RAW on the graph's output."""
+    run, verdict = traced(tmp_path, capsys, "--", sys.executable, str(PROGRAMS / "graph_no_wait.py"))
+    h = verdict["hazards"]
+    assert h["graph_kernels"]["replayed"] >= 4 and h["graph_kernels"]["without_memory"] == 0, h
+    raw = [z for z in h["listed"] if z["kind"] == "RAW" and not z["may"]]
+    assert raw and all(z["producer"]["op"].startswith(("aten::mul", "aten::relu")) for z in raw), raw

@@ -1,12 +1,16 @@
 """CUPTI callback API for `--memory`: kernel launches outside any recorded op (their pointer-sized
-arguments), event records, and event/stream queries that returned success.
+arguments), event records, event/stream queries that returned success, and the CUDA graph nodes
+launches make while their stream is captured (and the clones instantiation makes of them).
 
 Layouts (CUPTI and driver headers; checked on an H200 with cupti-python 13.0): CUpti_CallbackData
 has functionParams at +16 and functionReturnValue at +24; cuLaunchKernel_params: f +0,
 kernelParams +48, extra +56; cuLaunchKernelEx_params: f +8, kernelParams +16, extra +24;
 cu/cudaEventRecord: event +0; cu/cudaEventQuery: event +0; cu/cudaStreamQuery: stream +0.
 Runtime launches arrive as nested driver launch callbacks with the same correlation id, so the
-four driver launch APIs see every launch. Every read is guarded: a failure is counted, never
+four driver launch APIs see every launch. A launch into a capturing stream makes its graph node
+inside the launch call, on the launching thread (resource callback GRAPHNODE_CREATED between the
+launch's enter and exit); instantiation clones every node (GRAPHNODE_CLONED: original -> clone),
+and a graph launch's kernels carry the clone's id (graphNodeId). Every read is guarded: a failure is counted, never
 raised into the program."""
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ EVENT_RECORD = ("cuEventRecord", "cuEventRecord_ptsz", "cuEventRecordWithFlags",
                 "cudaEventRecord", "cudaEventRecord_ptsz", "cudaEventRecordWithFlags", "cudaEventRecordWithFlags_ptsz")
 EVENT_QUERY = ("cuEventQuery", "cudaEventQuery")
 STREAM_QUERY = ("cuStreamQuery", "cuStreamQuery_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz")
+GRAPH_NODE = ("GRAPHNODE_CREATED", "GRAPHNODE_CLONED")  # resource callbacks, with the launch role
 MAX_PARAMS = 1024
 MAX_PARAM_BYTES = 32768  # CUDA's kernel parameter limit (32764 bytes)
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -166,12 +171,22 @@ class ApiCallbacks:
         for domain, enum_cls in ((drv, c.driver_api_trace_cbid), (rt, c.runtime_api_trace_cbid)):
             for cbid, name in cbids(enum_cls, self.wanted).items():
                 self.roles[(domain, cbid)] = (self._role(name), name)
+        if any(name in LAUNCH for name in self.wanted):
+            self._graph_roles()
         self.subscriber = c.subscribe(self.callback, None)
         for domain, cbid in self.roles:
             try:
                 c.enable_callback(1, self.subscriber, domain, cbid)
             except Exception as exc:
                 self.rec.count_error(f"enable_callback_{domain}_{cbid}", exc)
+
+    def _graph_roles(self) -> None:
+        try:
+            resource, ids = int(self.cupti.CallbackDomain.RESOURCE), self.cupti.CallbackIdResource
+            for name in GRAPH_NODE:
+                self.roles[(resource, int(getattr(ids, name)))] = ("graph", name)
+        except Exception as exc:  # a binding without resource callbacks: graph replays stay without memory sets
+            self.rec.count_error("graph_callbacks", exc)
 
     @staticmethod
     def _role(name: str) -> str:
@@ -191,17 +206,34 @@ class ApiCallbacks:
         try:
             role, name = self.roles[(int(domain), int(cbid))]
             if role[0] == "l":  # launch, launch_ex: the hot path
-                if cbdata.callback_site == ENTER and not self.rec.tls.depth:
+                tls = self.rec.tls
+                if cbdata.callback_site != ENTER:
+                    tls.launch = 0
+                    return
+                tls.launch = cbdata.correlation_id
+                if not tls.depth:
                     self.on_launch(role == "launch_ex", cbdata)
             elif role == "record":
                 self.on_record(cbdata)
+            elif role == "graph":
+                self.on_graph_node(name, cbdata)
             else:
                 self.on_query(role, name, cbdata)
         except Exception as exc:  # never into the program
             self.rec.count_error("api_callback", exc)
-        hook = self.hook
-        hook[0] += 1
-        hook[1] += time.perf_counter() - t0
+        finally:
+            hook = self.hook
+            hook[0] += 1
+            hook[1] += time.perf_counter() - t0
+
+    def on_graph_node(self, name: str, cbdata: Any) -> None:
+        c = self.cupti
+        g = c.GraphData.from_ptr(int(cbdata.resource_descriptor))
+        node = int(c.get_graph_node_id(g.node))
+        if name == "GRAPHNODE_CLONED":
+            self.rec.graph_node(node, -1, int(c.get_graph_node_id(g.original_node)))
+        elif self.rec.tls.launch:
+            self.rec.graph_node(node, self.rec.tls.launch, -1)
 
     def on_launch(self, ex: bool, cbdata: Any) -> None:
         params = u64(int(cbdata.ptr) + 16)

@@ -17,8 +17,8 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
-from tracer.capture.records import (AccessRec, AllocationRec, AllocSource, HostQueryRec, LaunchUnknownRec, Memory2Rec,
-                                    Mode, OpKind, OpRec, TraceRecords, count_error)
+from tracer.capture.records import (AccessRec, AllocationRec, AllocSource, GraphNodeRec, HostQueryRec, LaunchUnknownRec,
+                                    Memory2Rec, Mode, OpKind, OpRec, TraceRecords, count_error)
 
 NO_STREAM = 4294967295  # MEMORY2's stream id for synchronous cudaMalloc
 DEVICE_MEMORY_KINDS = frozenset({2, 3, 5})  # pinned host, device, managed (module statics are left out)
@@ -28,6 +28,7 @@ NEIGHBOURS = 32  # allocation bases looked at left of an interior pointer
 
 class _Tls(threading.local):
     depth = 0  # > 0 inside a recorded op or tracer launch: CUPTI launch callbacks skip the launch
+    launch = 0  # correlation id of the launch call this thread is inside (0: none)
     tid = 0
     last_seq = -1
 
@@ -90,6 +91,7 @@ class MemoryRecorder:
         self.host_queries: dict[int, HostQueryRec] = {}
         self.event_records: dict[int, int] = {}  # event handle -> correlation id of its last record
         self.launch_unknown: list[LaunchUnknownRec] = []
+        self.graph_nodes: list[GraphNodeRec] = []
         self.errors: dict[str, tuple[int, str]] = {}
         self.counters: Counter[str] = Counter()
         self.mode: object = None  # the TorchDispatchMode, once torch is imported
@@ -151,6 +153,11 @@ class MemoryRecorder:
     def unknown_launch(self, correlation_id: int, name: str, reason: str) -> None:
         self.launch_unknown.append(LaunchUnknownRec(correlation_id, name, reason))
 
+    def graph_node(self, node_id: int, correlation_id: int, original_node_id: int) -> None:
+        """A CUDA graph node made by a launch into a capturing stream, or a clone of another node:
+        the kernels a graph launch replays get the access set of the launch that made their node."""
+        self.graph_nodes.append(GraphNodeRec(node_id, correlation_id, original_node_id))
+
     # --- torch storages ---------------------------------------------------------------------
     def instance(self, base: int, impl: int, nbytes: int, device: int, now: int, label: tuple) -> int:
         """The allocation instance of a storage: a new one after the allocator freed (or handed
@@ -206,6 +213,7 @@ class MemoryRecorder:
         rec.allocations = [a.row() for a in self.allocations] + segments
         rec.host_queries = sorted(self.host_queries.values(), key=lambda q: q.start)
         rec.launch_unknown = list(self.launch_unknown)
+        rec.graph_nodes = list(self.graph_nodes)
         for where, (n, first) in self.errors.items():
             rec.errors[f"memory_{where}"] = (n, first)
         rec.meta.update({f"TRACER_MEMORY_{k.upper()}": str(v) for k, v in sorted(self.counters.items())})

@@ -17,8 +17,8 @@ from pathlib import Path
 
 from tracer import __version__
 from tracer.capture.demangle import demangle, short_name
-from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, HostQueryRec, KernelRec, LaunchUnknownRec,
-                                    OpRec, StreamRec, SyncRec, TraceRecords)
+from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, GraphNodeRec, HostQueryRec, KernelRec,
+                                    LaunchUnknownRec, OpRec, StreamRec, SyncRec, TraceRecords)
 from tracer.interner import Interner
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
 from tracer.trace.procs_layout import PARTIAL_META, partial_path
@@ -313,6 +313,8 @@ def memory_rows(rec: TraceRecords, s: Interner) -> dict[str, list[tuple]]:
                                  global_tid(pid, q.thread_id)) for q in (HostQueryRec(*x) for x in rec.host_queries)],
         "TRACER_LAUNCH_UNKNOWN": [(u.correlation_id, s(u.name), u.reason)
                                   for u in (LaunchUnknownRec(*x) for x in rec.launch_unknown)],
+        "TRACER_GRAPH_NODES": [(g.node_id, g.correlation_id, g.original_node_id)
+                               for g in (GraphNodeRec(*x) for x in rec.graph_nodes)],
     }
 
 

@@ -181,6 +181,15 @@ class LaunchUnknownRec(NamedTuple):
     reason: str
 
 
+class GraphNodeRec(NamedTuple):
+    """A CUDA graph node: made by a kernel launch into a stream being captured (that launch's
+    correlation id), or cloned from another node when a graph is instantiated or cloned."""
+
+    node_id: int  # CUPTI's graph node id (the graphNodeId of the kernels a graph launch runs)
+    correlation_id: int  # -1: not made by a launch
+    original_node_id: int  # -1: not a clone
+
+
 class Memory2Rec(NamedTuple):
     """A CUPTI MEMORY2 record (cudaMalloc/cudaFree and module statics)."""
 
@@ -217,6 +226,7 @@ class TraceRecords:
     ext_correlations: list[ExtCorrRec] = field(default_factory=list)
     host_queries: list[HostQueryRec] = field(default_factory=list)
     launch_unknown: list[LaunchUnknownRec] = field(default_factory=list)
+    graph_nodes: list[GraphNodeRec] = field(default_factory=list)
     meta: dict[str, str] = field(default_factory=dict)  # extra META_DATA_EXPORT rows (capture counters)
 
     def take(self) -> TraceRecords:

@@ -21,7 +21,7 @@ from enum import Enum
 import numpy as np
 
 from tracer.trace.attribution import Attribution
-from tracer.trace.memory import READ, WRITE, Memory, kernel_accesses
+from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
 from tracer.trace.model import Trace, expand_ranges, lex_search
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
@@ -107,6 +107,7 @@ class Hazards:
     listed: tuple[Hazard, ...] = ()
     host_queries: int = 0
     unmatched_queries: int = 0
+    graph_kernels: tuple[int, int] = (0, 0)  # kernels replayed from CUDA graphs, and those of them without a memory set
 
     @property
     def found(self) -> int:
@@ -120,6 +121,7 @@ class Hazards:
                 "kernels_without_memory": self.kernels_without_memory, "unjudged_kernels": self.unjudged,
                 "launch_unknown": [{"kernel": k, "count": n, "reason": r} for k, n, r in self.launch_unknown],
                 "host_queries": self.host_queries, "unmatched_host_queries": self.unmatched_queries,
+                "graph_kernels": {"replayed": self.graph_kernels[0], "without_memory": self.graph_kernels[1]},
                 "counts": dict(self.counts), "listed": [h.to_json() for h in self.listed]}
 
     def failures(self) -> list[str]:
@@ -130,6 +132,11 @@ class Hazards:
             out.append(f"{self.unjudged} kernel(s) on multi-stream devices have no memory access set: hazards unknown for them")
         return out
 
+    def _graph_note(self) -> str:
+        replayed, unknown = self.graph_kernels
+        return (f" ({unknown} of them replayed from CUDA graphs whose nodes no traced launch made: graphs built "
+                "node by node, or captured before tracing started)") if unknown else ""
+
     def text_lines(self, shown: int = 20) -> list[str]:
         if not self.memory:
             return [NO_MEMORY_NOTE]
@@ -138,7 +145,7 @@ class Hazards:
                  f"{self.kernels_with_memory} kernels with memory sets, {self.kernels_without_memory} without"]
         if self.unjudged:
             lines.append(f"warning: {self.unjudged} kernel(s) on multi-stream devices have no memory access set; "
-                         "hazards among them are unknown")
+                         "hazards among them are unknown" + self._graph_note())
         lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
         for h in self.listed[:shown]:
             may = " (may)" if h.may else ""
@@ -167,7 +174,7 @@ class AccessRows:
 def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[AccessRows, np.ndarray]:
     """The access rows that could conflict (non-empty ranges in components touched from more than one
     stream, one of them writing) and, per kernel, whether it has a memory set."""
-    ka = kernel_accesses(memory, trace.kernels.corr)
+    ka = kernel_accesses(memory, access_corr(memory, trace.kernels))
     la = memory.launches
     keep = la.size[ka.row] > 0
     kern, row = ka.kernel[keep], ka.row[keep]
@@ -315,7 +322,7 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
     return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
                    _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
-                   index.unmatched_queries)
+                   index.unmatched_queries, _graph_kernels(trace, with_memory))
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
@@ -381,6 +388,14 @@ def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> int:
     devs, n = np.unique(dev[used], return_counts=True)
     multi = devs[n > 1]
     return int((~with_memory & np.isin(dev[index.kernel_col], multi)).sum()) if len(index.kernel_col) else 0
+
+
+def _graph_kernels(trace: Trace, with_memory: np.ndarray) -> tuple[int, int]:
+    node = trace.kernels.graph_node
+    if node is None:
+        return 0, 0
+    replayed = node > 0
+    return int(replayed.sum()), int((replayed & ~with_memory).sum())
 
 
 def _launch_unknown(trace: Trace, memory: Memory) -> tuple[tuple[str, int, str], ...]:

@@ -3,7 +3,9 @@ into frozen columnar data.
 
 A kernel's access set is the accesses of the op its launch call belongs to: the launch's
 correlation id maps to the op through TRACER_EXTERNAL_CORRELATION (or TRACER_OPS.correlationId for
-decoded launch arguments, kind 3). The reader lets SQLite do those joins and fetches one row per
+decoded launch arguments, kind 3). A kernel replayed from a CUDA graph has no launch of its own: its
+graph node (graphNodeId) leads through TRACER_GRAPH_NODES (clone -> original node -> the launch that
+made it while its stream was captured) to that launch's correlation id, and so to its op. The reader lets SQLite do those joins and fetches one row per
 (launch, access), plus the few op columns attribution needs, rather than every op.
 """
 from __future__ import annotations
@@ -15,7 +17,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
-from tracer.trace.model import expand_ranges
+from tracer.trace.model import Kernels, expand_ranges
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
@@ -99,6 +101,15 @@ class LaunchUnknown:
 
 
 @dataclass(frozen=True)
+class GraphNodes:
+    """CUDA graph nodes (sorted) and the correlation id of the launch that made each at capture,
+    following clones to their original (-1: no traced launch made it)."""
+
+    node: np.ndarray
+    corr: np.ndarray
+
+
+@dataclass(frozen=True)
 class Memory:
     recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
     launches: LaunchAccesses
@@ -107,6 +118,7 @@ class Memory:
     allocations: Allocations
     queries: HostQueries
     unknown: LaunchUnknown
+    graph_nodes: GraphNodes
 
 
 @dataclass(frozen=True)
@@ -143,6 +155,7 @@ class _Fetched:
     queries: list[np.ndarray]
     unknown: list[np.ndarray]
     reasons: list[str | None]
+    graph_nodes: GraphNodes
 
 
 def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
@@ -169,7 +182,24 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     db.check_times("TRACER_HOST_QUERIES", queries[4], queries[5])
     unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
     reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
-    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons)
+    nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
+    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes)
+
+
+def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
+    """Each node's making launch: its own row's correlation id, else its original's (clones of
+    clones followed; a cycle or a chain that ends at no launch gives -1)."""
+    made = {int(n): int(c) for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
+    parent = {int(n): int(o) for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
+    resolved: dict[int, int] = {}
+    for n in set(node.tolist()):
+        seen, at = set(), n
+        while at not in made and at in parent and at not in seen:
+            seen.add(at)
+            at = parent[at]
+        resolved[n] = made.get(at, -1)
+    keys = np.array(sorted(resolved), dtype=np.int64)
+    return GraphNodes(keys, np.array([resolved[k] for k in keys.tolist()], dtype=np.int64))
 
 
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
@@ -177,7 +207,7 @@ def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
     return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
                   Allocations(*alloc), HostQueries(*f.queries),
-                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)))
+                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes)
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
@@ -283,6 +313,18 @@ def _check_accesses(db: SqliteTables, launches: list[np.ndarray]) -> None:
                                f"byte count (first: address {int(address[bad][0])}, bytes {int(size[bad][0])})")
     if (~real & (size > 0)).any():
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds 0 (neither read nor write) for a byte range")
+
+
+def access_corr(memory: Memory, kernels: Kernels) -> np.ndarray:
+    """The correlation id whose op holds each kernel's accesses: its launch's, or for a kernel
+    replayed from a CUDA graph the launch that made its node (its own, the graph launch's, when
+    no traced launch made the node: no op has it, the kernel has no memory set)."""
+    g = memory.graph_nodes
+    if kernels.graph_node is None or len(g.node) == 0:
+        return kernels.corr
+    at = np.clip(np.searchsorted(g.node, kernels.graph_node), 0, len(g.node) - 1)
+    made = (kernels.graph_node > 0) & (g.node[at] == kernels.graph_node) & (g.corr[at] >= 0)
+    return np.where(made, g.corr[at], kernels.corr)
 
 
 def kernel_accesses(memory: Memory, kernel_corr: np.ndarray) -> KernelAccesses:

@@ -16,4 +16,5 @@ MEMORY_TABLES: dict[str, str] = {
     "TRACER_HOST_QUERIES": "correlationId INTEGER NOT NULL, kind INTEGER NOT NULL, recordCorrelationId INTEGER, "
     "streamId INTEGER, start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER",
     "TRACER_LAUNCH_UNKNOWN": "correlationId INTEGER NOT NULL, nameId INTEGER, reason TEXT",
+    "TRACER_GRAPH_NODES": "nodeId INTEGER NOT NULL, correlationId INTEGER, originalNodeId INTEGER",
 }

@@ -31,6 +31,7 @@ class Kernels:
     stream: np.ndarray
     corr: np.ndarray
     name: np.ndarray  # index into Trace.strings
+    graph_node: np.ndarray | None = None  # CUDA graph node a graph launch ran it from (0: none); None: not read
 
     def __len__(self) -> int:
         return len(self.start)

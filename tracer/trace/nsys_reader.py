@@ -42,11 +42,20 @@ def classify_api(name: str) -> SyncKind | None:
 def read_kernels(db: SqliteTables) -> Kernels:
     cols = db.columns(KERNEL_TABLE)
     name = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), "demangledName")
-    start, end, dev, stream, corr, nid = db.ints(KERNEL_TABLE, [
-        Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name)])
+    wanted = [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name)]
+    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
+    start, end, dev, stream, corr, nid, *node = db.ints(KERNEL_TABLE, wanted + [Col("graphNodeId", 0)] * graphs)
     db.check_times(KERNEL_TABLE, start, end)
     order = np.argsort(start, kind="stable")
-    return Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]))
+    return Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
+                   node[0][order] if node else None)
+
+
+def _has_rows(db: SqliteTables, table: str) -> bool:
+    if table not in db.tables:
+        return False
+    with db.reading(table):
+        return db.con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
 
 
 def fetch_apis(db: SqliteTables) -> Apis:
