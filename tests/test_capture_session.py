@@ -499,6 +499,25 @@ def test_process_lines_say_how_each_ended() -> None:
     assert "no CUDA use" in describe({"file": "h-2", "rank": None, "state": "exited", "exit": 0, "outcome": "no CUDA"})
 
 
+def test_many_quiet_processes_fold_into_one_line() -> None:
+    """torch.compile's worker pool: a dozen fork children that exit 0 with no kernels are one line;
+    the process with kernels, and any that ended badly, stay listed."""
+    from types import SimpleNamespace
+
+    from tracer.capture.record import process_notices
+
+    main_proc = {"file": "h-1", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 633}
+    workers = [{"file": f"h-{i}", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 0,
+                "fork_child": True} for i in range(10, 22)]
+    crashed = {**workers[0], "file": "h-99", "exit": 1}
+    lines = process_notices(SimpleNamespace(processes=[main_proc, *workers, crashed], partial=False), Path("run"), False)
+    assert lines[0] == "processes (14):" and len(lines) == 4, lines
+    assert "h-1 " in lines[1] and "h-99" in lines[2] and "exited 1" in lines[2]
+    assert lines[3] == "  ... and 12 more processes (12 of them fork children) that exited 0 with no CUDA kernels: each in command.json"
+    two = process_notices(SimpleNamespace(processes=[main_proc, *workers[:2]], partial=False), Path("run"), False)
+    assert len(two) == 4 and not any("more processes" in line for line in two)  # a few are listed one by one
+
+
 RANK = ("import os, signal, time\n"
         "from tracer.capture.session import current\n"
         "current().backend.fake_kernel('allreduce')\n"

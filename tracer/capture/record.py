@@ -211,7 +211,13 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
     lines = []
     unwell = any(p.get("untraced_cuda") or p.get("outcome") not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
     if not listed and (len(procs) > 1 or unwell):
-        lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs)]
+        quiet = [p for p in procs if _quiet(p)]
+        folded = quiet if len(quiet) > 2 else []  # a compiler's worker pool, say: one line, not dozens
+        lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs if not any(p is q for q in folded))]
+        if folded:
+            forks = sum(1 for p in folded if p.get("fork_child"))
+            lines.append(f"  ... and {len(folded)} more processes ({forks} of them fork children) that exited 0 "
+                         "with no CUDA kernels: each in command.json")
     if captured.partial and not job:
         lines.append("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying")
     if job:
@@ -219,6 +225,12 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
         lines.append(f"job: {len(busy)} process{'es' if len(busy) != 1 else ''} recorded kernels ({', '.join(busy)}), "
                      f"traces in {run_dir}/procs: analysed as one job (`tracer trace analyze {run_dir}` again)")
     return lines
+
+
+def _quiet(p: dict) -> bool:
+    """A process that ended well and recorded nothing: no kernels, no rank, no CUDA trouble."""
+    return (p.get("state") == "exited" and not p.get("exit") and p.get("ended") != "sigterm" and not p.get("kernels")
+            and p.get("rank") is None and not p.get("untraced_cuda") and not p.get("trace_error"))
 
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:
