@@ -287,6 +287,7 @@ class TestGraphReplays:
         assert h.listed[0].producer.op == "aten::mul"
         assert (h.kernels_without_memory, h.graph_kernels) == (0, (1, 0))
         assert analyze(load(tmp_path, b)).to_json()["hazards"]["graph_kernels"] == {"replayed": 1, "without_memory": 0}
+        assert any(line.startswith("note: 1 kernel(s) replayed from CUDA graphs") for line in h.text_lines())
 
     def test_an_event_after_the_graph_launch_orders_its_kernels(self, tmp_path: Path) -> None:
         b = TraceBuilder()

@@ -146,6 +146,10 @@ class Hazards:
         if self.unjudged:
             lines.append(f"warning: {self.unjudged} kernel(s) on multi-stream devices have no memory access set; "
                          "hazards among them are unknown" + self._graph_note())
+        if self.graph_kernels[0]:
+            lines.append(f"note: {self.graph_kernels[0]} kernel(s) replayed from CUDA graphs, judged with the ops recorded "
+                         "at capture; CUPTI puts a graph launch's kernels on its stream, parallel branches too, so "
+                         "kernels of one graph launch are not judged against each other")
         lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
         for h in self.listed[:shown]:
             may = " (may)" if h.may else ""
