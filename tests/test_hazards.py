@@ -17,7 +17,7 @@ from tracer.trace.analyze import analyze
 from tracer.trace.attribution import attribute
 from tracer.trace.hazards import MAX_LISTED_HAZARDS, Hazards
 from tracer.trace.load import load_trace
-from tracer.trace.memory import READ, WRITE, graph_nodes, kernel_accesses
+from tracer.trace.memory import MAX_CLONE_DEPTH, READ, WRITE, graph_nodes, kernel_accesses
 from tracer.trace.model import Trace
 from tracer.trace.ordering import OrderingIndex, Verdict
 
@@ -307,7 +307,7 @@ class TestGraphReplays:
         h = a.hazards
         assert h is not None and h.found == 0 and (h.kernels_without_memory, h.unjudged, h.graph_kernels) == (2, 2, (2, 2))
         assert a.failures(False, True) == ["2 kernel(s) on multi-stream devices have no memory access set: hazards unknown for them"]
-        assert any("2 of them replayed from CUDA graphs" in line for line in h.text_lines())
+        assert any("(2 kernel(s) replayed from CUDA graphs have none" in line for line in h.text_lines())
 
 
 def test_graph_nodes_follow_clones_to_the_launch_that_made_them() -> None:
@@ -316,6 +316,9 @@ def test_graph_nodes_follow_clones_to_the_launch_that_made_them() -> None:
     original = np.array([-1, -1, 1, 101, 2, 8, 7], dtype=np.int64)  # 201 -> 101 -> 1; 7 <-> 8 a cycle
     g = graph_nodes(node, corr, original)
     assert dict(zip(g.node.tolist(), g.corr.tolist())) == {1: 40, 2: -1, 7: -1, 8: -1, 101: 40, 102: -1, 201: 40}
+    chain = np.arange(1000, 1000 + MAX_CLONE_DEPTH + 2, dtype=np.int64)  # each cloned from the one before
+    g = graph_nodes(chain, np.r_[41, np.full(len(chain) - 1, -1)], np.r_[-1, chain[:-1]])
+    assert g.corr[:MAX_CLONE_DEPTH + 1].tolist() == [41] * (MAX_CLONE_DEPTH + 1) and g.corr[-1] == -1  # too deep: unknown
 
 
 class TestNoMemoryTables:

@@ -361,6 +361,17 @@ def test_external_correlation_that_joins_no_op_is_still_an_error(tmp_path: Path,
         load_trace(path)
 
 
+@pytest.mark.parametrize(("table", "column"), [("TRACER_GRAPH_NODES", "originalNodeId"),
+                                             ("TRACER_GRAPH_NODES", "correlationId"),
+                                             ("CUPTI_ACTIVITY_KIND_KERNEL", "graphNodeId")])
+def test_graph_node_columns_of_the_wrong_type_are_named(tmp_path: Path, table: str, column: str) -> None:
+    """A text graph node id would join no node: the replayed kernel would quietly lose its memory set."""
+    path = corrupt(tmp_path, [f"UPDATE {table} SET {column} = 'x' WHERE rowid = (SELECT max(rowid) FROM {table})"],
+                   DATA / "hazards" / "graph_no_wait.sqlite")
+    with pytest.raises(TraceFormatError, match=f"{table}.{column} holds 1 text value"):
+        load_trace(path)
+
+
 @pytest.mark.parametrize("mode", [0, 4, -1, 7])
 def test_memory_access_mode_outside_the_contract(tmp_path: Path, mode: int) -> None:
     b = TraceBuilder()

@@ -10,8 +10,8 @@ Runtime launches arrive as nested driver launch callbacks with the same correlat
 four driver launch APIs see every launch. A launch into a capturing stream makes its graph node
 inside the launch call, on the launching thread (resource callback GRAPHNODE_CREATED between the
 launch's enter and exit); instantiation clones every node (GRAPHNODE_CLONED: original -> clone),
-and a graph launch's kernels carry the clone's id (graphNodeId). Every read is guarded: a failure is counted, never
-raised into the program."""
+and a graph launch's kernels carry the clone's id (graphNodeId). Every read is guarded: a failure
+is counted, never raised into the program."""
 from __future__ import annotations
 
 import ctypes

@@ -133,9 +133,9 @@ class Hazards:
         return out
 
     def _graph_note(self) -> str:
-        replayed, unknown = self.graph_kernels
-        return (f" ({unknown} of them replayed from CUDA graphs whose nodes no traced launch made: graphs built "
-                "node by node, or captured before tracing started)") if unknown else ""
+        unknown = self.graph_kernels[1]
+        return (f" ({unknown} kernel(s) replayed from CUDA graphs have none: no traced launch made their nodes, as in "
+                "graphs built node by node or captured before tracing started)") if unknown else ""
 
     def text_lines(self, shown: int = 20) -> list[str]:
         if not self.memory:

@@ -22,6 +22,7 @@ from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
 QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
+MAX_CLONE_DEPTH = 64  # graph node clones of clones followed (instantiation clones once, cudaGraphClone adds one)
 OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
        Col("bwdSeqNr"), Col("correlationId")]
 EXTERNAL = [Col("correlationId", None), Col("externalId", None)]
@@ -188,14 +189,16 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
     """Each node's making launch: its own row's correlation id, else its original's (clones of
-    clones followed; a cycle or a chain that ends at no launch gives -1)."""
+    clones followed up to MAX_CLONE_DEPTH; a cycle, a longer chain or one that ends at no launch
+    gives -1, and the node's kernels stay without a memory set)."""
     made = {int(n): int(c) for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
     parent = {int(n): int(o) for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
     resolved: dict[int, int] = {}
     for n in set(node.tolist()):
-        seen, at = set(), n
-        while at not in made and at in parent and at not in seen:
-            seen.add(at)
+        at = n
+        for _ in range(MAX_CLONE_DEPTH):
+            if at in made or at not in parent:
+                break
             at = parent[at]
         resolved[n] = made.get(at, -1)
     keys = np.array(sorted(resolved), dtype=np.int64)
