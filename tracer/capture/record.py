@@ -213,7 +213,7 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
     if not listed and (len(procs) > 1 or unwell):
         quiet = [p for p in procs if _quiet(p)]
         folded = quiet if len(quiet) > 2 else []  # a compiler's worker pool, say: one line, not dozens
-        lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs if not any(p is q for q in folded))]
+        lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs if not (folded and _quiet(p)))]
         if folded:
             forks = sum(1 for p in folded if p.get("fork_child"))
             lines.append(f"  ... and {len(folded)} more processes ({forks} of them fork children) that exited 0 "

@@ -5,8 +5,9 @@ A kernel's access set is the accesses of the op its launch call belongs to: the 
 correlation id maps to the op through TRACER_EXTERNAL_CORRELATION (or TRACER_OPS.correlationId for
 decoded launch arguments, kind 3). A kernel replayed from a CUDA graph has no launch of its own: its
 graph node (graphNodeId) leads through TRACER_GRAPH_NODES (clone -> original node -> the launch that
-made it while its stream was captured) to that launch's correlation id, and so to its op. The reader lets SQLite do those joins and fetches one row per
-(launch, access), plus the few op columns attribution needs, rather than every op.
+made it while its stream was captured) to that launch's correlation id, and so to its op. The
+reader lets SQLite do those joins and fetches one row per (launch, access), plus the few op columns
+attribution needs, rather than every op.
 """
 from __future__ import annotations
 
@@ -191,18 +192,18 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
     """Each node's making launch: its own row's correlation id, else its original's (clones of
     clones followed up to MAX_CLONE_DEPTH; a cycle, a longer chain or one that ends at no launch
     gives -1, and the node's kernels stay without a memory set)."""
-    made = {int(n): int(c) for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
-    parent = {int(n): int(o) for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
-    resolved: dict[int, int] = {}
-    for n in set(node.tolist()):
-        at = n
+    made = {n: c for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
+    parent = {n: o for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
+
+    def maker(at: int) -> int:
         for _ in range(MAX_CLONE_DEPTH):
             if at in made or at not in parent:
                 break
             at = parent[at]
-        resolved[n] = made.get(at, -1)
-    keys = np.array(sorted(resolved), dtype=np.int64)
-    return GraphNodes(keys, np.array([resolved[k] for k in keys.tolist()], dtype=np.int64))
+        return made.get(at, -1)
+
+    keys = np.unique(node)
+    return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64))
 
 
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
