@@ -4,8 +4,10 @@
     python scripts/import_graph.py --dot      # Graphviz: dot -Tsvg -o imports.svg
     python scripts/import_graph.py --check    # the layering rules; exit 1 and one line per breach
 
-An edge is eager (module level) or lazy (inside a function); imports under `if TYPE_CHECKING:`
-are left out (they never run). tests/test_architecture.py runs the same checks.
+An edge is eager (module level), lazy (inside a function) or typing (under `if TYPE_CHECKING:`).
+Cycles are looked for over all three, between modules and between packages: a lazy or typing
+import hides a dependency, it does not remove it. What a module loads (start-up cost, reading ->
+recording) follows only the edges that run. tests/test_architecture.py runs the same checks.
 """
 from __future__ import annotations
 
@@ -25,6 +27,11 @@ READING = ("tracer.artifact", "tracer.trace.", "tracer.sanitize.parse_", "tracer
 RECORDING = ("tracer.capture.", "tracer.kernel.launch", "tracer.proc", "torch", "cuda", "cupti")
 HEAVY = ("scipy", "cuda", "torch", "matplotlib", "rich")  # never imported at start-up (command modules import them lazily)
 COMMANDS = "tracer.commands."
+# Capture only records: it writes the on-disk formats (tracer.format) and never reads, analyses or
+# orchestrates (that is tracer.app, which the commands and the service call).
+CAPTURE, CAPTURE_NEVER = "tracer.capture", ("tracer.trace", "tracer.artifact", "tracer.app", "tracer.commands")
+APP_USERS = ("tracer.app", "tracer.commands", "tracer.serve", "tracer.cli")  # the only importers of tracer.app
+FORMAT, FORMAT_MAY = "tracer.format", ("tracer.format", "tracer.errors")
 MAX_COMMAND_LINES = 100
 
 
@@ -33,6 +40,7 @@ class Edge:
     source: str
     target: str  # a tracer module, or an external top-level package
     lazy: bool
+    typing: bool = False  # under `if TYPE_CHECKING:`: never runs, but still a dependency
 
 
 def module_name(path: Path, root: Path = ROOT) -> str:
@@ -45,22 +53,24 @@ def _is_type_checking(node: ast.If) -> bool:
     return (isinstance(t, ast.Name) and t.id == "TYPE_CHECKING") or (isinstance(t, ast.Attribute) and t.attr == "TYPE_CHECKING")
 
 
-def _imports(tree: ast.AST) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool]]:
-    """Every import statement with whether it runs lazily (inside a function); TYPE_CHECKING blocks skipped."""
-    def walk(node: ast.AST, lazy: bool) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool]]:
+def _imports(tree: ast.AST) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
+    """Every import statement with whether it runs lazily (inside a function) and whether it sits
+    under `if TYPE_CHECKING:`."""
+    def walk(node: ast.AST, lazy: bool, typing: bool) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
         for child in ast.iter_child_nodes(node):
             if isinstance(child, ast.If) and _is_type_checking(child):
-                yield from (x for n in child.orelse for x in walk_one(n, lazy))
+                yield from (x for n in child.body for x in walk_one(n, lazy, True))
+                yield from (x for n in child.orelse for x in walk_one(n, lazy, typing))
                 continue
-            yield from walk_one(child, lazy)
+            yield from walk_one(child, lazy, typing)
 
-    def walk_one(node: ast.AST, lazy: bool) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool]]:
+    def walk_one(node: ast.AST, lazy: bool, typing: bool) -> Iterable[tuple[ast.Import | ast.ImportFrom, bool, bool]]:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
-            yield node, lazy
+            yield node, lazy, typing
         else:
-            yield from walk(node, lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)))
+            yield from walk(node, lazy or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)), typing)
 
-    yield from walk(tree, False)
+    yield from walk(tree, False, False)
 
 
 def _targets(node: ast.Import | ast.ImportFrom, source: str, is_package: bool, modules: set[str]) -> list[str]:
@@ -92,19 +102,27 @@ def build(root: Path = ROOT) -> tuple[dict[str, Path], list[Edge]]:
     edges = []
     for source, path in files.items():
         tree = ast.parse(path.read_text(), str(path))
-        for node, lazy in _imports(tree):
+        for node, lazy, typing in _imports(tree):
             for target in _targets(node, source, path.name == "__init__.py", set(files)):
                 if target != source and target != "__future__":
-                    edges.append(Edge(source, target, lazy))
-    return files, sorted(set(edges), key=lambda e: (e.source, e.target, e.lazy))
+                    edges.append(Edge(source, target, lazy, typing))
+    return files, sorted(set(edges), key=lambda e: (e.source, e.target, e.lazy, e.typing))
 
 
-def cycles(edges: list[Edge]) -> list[list[str]]:
-    """Import cycles among tracer modules (eager and lazy edges alike), each as a path a -> ... -> a."""
+def package_of(module: str) -> str:
+    """tracer.trace.hazards -> tracer.trace; a top-level module is its own package."""
+    return ".".join(module.split(".")[:2])
+
+
+def cycles(edges: list[Edge], packages: bool = False) -> list[list[str]]:
+    """Import cycles among tracer modules (or, with packages, among tracer's packages) over every
+    edge, lazy and typing ones too, each as a path a -> ... -> a."""
     graph: dict[str, set[str]] = {}
     for e in edges:
         if e.target.startswith(PACKAGE):
-            graph.setdefault(e.source, set()).add(e.target)
+            a, b = (package_of(e.source), package_of(e.target)) if packages else (e.source, e.target)
+            if a != b:
+                graph.setdefault(a, set()).add(b)
     found, state = [], {}  # state: 1 on the stack, 2 done
 
     def visit(node: str, stack: list[str]) -> None:
@@ -132,9 +150,9 @@ def reachable(start: str, edges: list[Edge], lazy_first: bool) -> dict[str, list
     when that module's function is called, which is the rule for that module to keep.)"""
     eager: dict[str, list[str]] = {}
     for e in edges:
-        if not e.lazy:
+        if not e.lazy and not e.typing:
             eager.setdefault(e.source, []).append(e.target)
-    first = [e.target for e in edges if e.source == start and (lazy_first or not e.lazy)]
+    first = [e.target for e in edges if e.source == start and not e.typing and (lazy_first or not e.lazy)]
     paths = {start: [start]} | {t: [start, t] for t in first}
     todo = list(first)
     while todo:
@@ -150,6 +168,8 @@ def breaches(root: Path = ROOT) -> list[str]:
     """The layering rules, one line per breach (empty: all kept)."""
     files, edges = build(root)
     out = [f"import cycle: {' -> '.join(c)}" for c in cycles(edges)]
+    out += [f"package cycle: {' -> '.join(c)}" for c in cycles(edges, packages=True)]
+    out += _direction_breaches(edges)
     for module in (m for m in files if _matches(m, READING)):
         for target, path in reachable(module, edges, lazy_first=True).items():
             if _matches(target, RECORDING):
@@ -170,10 +190,25 @@ def breaches(root: Path = ROOT) -> list[str]:
     return out
 
 
+def _direction_breaches(edges: list[Edge]) -> list[str]:
+    """Arrows that must not exist, lazy and typing ones included."""
+    out = []
+    for e in edges:
+        kind = " (typing)" if e.typing else " (lazy)" if e.lazy else ""
+        arrow = f"{e.source} -> {e.target}{kind}"
+        if _matches(e.source, (CAPTURE,)) and _matches(e.target, CAPTURE_NEVER):
+            out.append(f"capture imports {package_of(e.target)}: {arrow}")
+        if _matches(e.target, ("tracer.app",)) and not _matches(e.source, APP_USERS):
+            out.append(f"only commands and the service import tracer.app: {arrow}")
+        if _matches(e.source, (FORMAT,)) and e.target.startswith(PACKAGE) and not _matches(e.target, FORMAT_MAY):
+            out.append(f"tracer.format imports {e.target}: {arrow}")
+    return out
+
+
 def to_dot(files: dict[str, Path], edges: list[Edge]) -> str:
     lines = ["digraph tracer {", "  rankdir=LR; node [shape=box, fontsize=10];"]
     lines += [f'  "{m}";' for m in files]
-    lines += [f'  "{e.source}" -> "{e.target}"' + (" [style=dashed]" if e.lazy else "") + ";"
+    lines += [f'  "{e.source}" -> "{e.target}"' + (" [style=dotted]" if e.typing else " [style=dashed]" if e.lazy else "") + ";"
               for e in edges if e.target.startswith(PACKAGE)]
     return "\n".join(lines + ["}"])
 
@@ -185,14 +220,14 @@ def main() -> int:
     args = ap.parse_args()
     if args.check:
         found = breaches()
-        print("\n".join(found) or "import graph: no cycle, no reading -> recording arrow, thin commands")
+        print("\n".join(found) or "import graph: no module or package cycle, no reading -> recording arrow, capture records only, thin commands")
         return 1 if found else 0
     files, edges = build()
     if args.dot:
         print(to_dot(files, edges))
         return 0
     for module in files:
-        targets = [e.target + (" (lazy)" if e.lazy else "") for e in edges if e.source == module]
+        targets = [e.target + (" (typing)" if e.typing else " (lazy)" if e.lazy else "") for e in edges if e.source == module]
         print(f"{module}: {', '.join(targets) or '-'}")
     return 0
 

@@ -504,7 +504,7 @@ def test_many_quiet_processes_fold_into_one_line() -> None:
     the process with kernels, and any that ended badly, stay listed."""
     from types import SimpleNamespace
 
-    from tracer.capture.record import process_notices
+    from tracer.app.trace_run import process_notices
 
     main_proc = {"file": "h-1", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 633}
     workers = [{"file": f"h-{i}", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 0,

@@ -25,7 +25,7 @@ TRACE = DATA / "traces" / "planted_cross_stream.sqlite"
 
 def _fake_capture(monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
     """The capture step replaced by a real H200 capture copied into place, with the target's exit code."""
-    import tracer.capture.record as record
+    import tracer.app.trace_run as record
 
     def capture(req, run_dir: Path, logs: Path):  # type: ignore[no-untyped-def]
         shutil.copyfile(TRACE, run_dir / "trace.sqlite")

@@ -76,7 +76,7 @@ OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels",
                                                         "plot", "report", "doctor"))
 NOT_FOR_ONE_TRACE = ("tracer.trace.job", "tracer.trace.job_summary", "tracer.ncu", "tracer.trace.kineto_reader",
                      "tracer.sanitize", "tracer.kernel", "tracer.campaign.store", "tracer.campaign.stats",
-                     "tracer.campaign.report", "tracer.capture.record", "tracer.workloads", *OTHER_COMMANDS)
+                     "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS)
 NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.trace", "tracer.artifact", "tracer.kernel", "tracer.campaign", "tracer.ncu",
                             "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
 

@@ -24,7 +24,7 @@ from tracer import proc
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
 from tracer.errors import UsageError
 from tracer.store.rundir import environment, write_json
-from tracer.trace.procs_layout import PROCS, Outcome, marker_files
+from tracer.format.procs import PROCS, Outcome, marker_files
 
 BOOT = Path(__file__).resolve().parent / "boot"
 ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package

@@ -20,8 +20,8 @@ from tracer.capture.demangle import demangle, short_name
 from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, GraphNodeRec, HostQueryRec, KernelRec,
                                     LaunchUnknownRec, OpRec, StreamRec, SyncRec, TraceRecords)
 from tracer.interner import Interner
-from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
-from tracer.trace.procs_layout import PARTIAL_META, partial_path
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
+from tracer.format.procs import PARTIAL_META, partial_path
 
 __all__ = ["MEMORY_TABLES", "TABLES", "TraceRecords", "TraceWriter", "global_tid", "partial_path", "salvage", "write_sqlite"]
 

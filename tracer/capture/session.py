@@ -30,7 +30,7 @@ from typing import Any
 
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
 from tracer.capture.timing import Timing
-from tracer.trace.procs_layout import file_stem
+from tracer.format.procs import file_stem
 
 RANK_VARS = (("rank", ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")),
              ("local_rank", ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")),

@@ -29,7 +29,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
               file=sys.stderr)
         print(run_demo(args.output))
         return 0
-    from tracer.capture.record import CaptureRequest, choose_backend, record
+    from tracer.app.trace_run import CaptureRequest, choose_backend, record
     from tracer.cliargs import choose_pairs, workload_command
     from tracer.store.rundir import default_run_dir
     from tracer.trace.job_text import format_result

@@ -51,7 +51,7 @@ def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracer.capture.record import CaptureRequest, capture_mode, record
+    from tracer.app.trace_run import CaptureRequest, capture_mode, record
     from tracer.cliargs import trace_target
     from tracer.store.rundir import default_run_dir
 
@@ -72,7 +72,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def cmd_import(args: argparse.Namespace) -> int:
-    from tracer.capture.record import import_run
+    from tracer.app.trace_run import import_run
     from tracer.store.rundir import default_run_dir
 
     out = args.output or default_run_dir(args.source.name.split(".")[0])

@@ -19,7 +19,7 @@ from typing import Any
 
 from tracer.errors import TraceFormatError
 from tracer.trace.model import Trace
-from tracer.trace.procs_layout import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
+from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
 
 __all__ = ["PARTIAL_META", "PROCS", "Ending", "Job", "JobProcess", "Outcome", "is_job_dir", "load_job", "read_processes"]
 SIGTERM = 15

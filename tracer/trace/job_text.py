@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from tracer.trace.analyze import Analysis
-from tracer.trace.procs_layout import Outcome
+from tracer.format.procs import Outcome
 from tracer.trace.text import format_analysis
 
 if TYPE_CHECKING:  # a single trace's text needs neither the job reader nor its summary

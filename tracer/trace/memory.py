@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.trace.memory_schema import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
 from tracer.trace.model import Kernels, expand_ranges
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 

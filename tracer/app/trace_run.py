@@ -205,7 +205,7 @@ def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | No
 
 def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: bool = False) -> list[str]:
     from tracer.capture.launcher import describe
-    from tracer.trace.procs_layout import Outcome
+    from tracer.format.procs import Outcome
 
     procs = captured.processes
     lines = []
