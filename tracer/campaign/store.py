@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from tracer import jsonkeys
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
 from tracer.campaign.schema import SCHEMA, TABLES, table_names
@@ -153,7 +154,7 @@ class Store:
         with self.tx():
             row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
             self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
-        return Inflight(row[0], json.loads(row[1]), row[2]) if row else None
+        return Inflight(row[0], jsonkeys.loads(row[1]), row[2]) if row else None
 
     def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
         with self.tx():
@@ -163,12 +164,12 @@ class Store:
     def crash_count(self, cell_id: int, trials: list[int]) -> int:
         rows = self.con.execute("SELECT trials FROM crashes WHERE cell_id = ?", (cell_id,)).fetchall()
         wanted = set(trials)
-        return sum(1 for (t,) in rows if wanted & set(json.loads(t)))
+        return sum(1 for (t,) in rows if wanted & set(jsonkeys.loads(t)))
 
     def crashes(self) -> list[dict]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
-        return [{"cell": a, "trials": json.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
+        return [{"cell": a, "trials": jsonkeys.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
 
     def summary(self) -> list[CellSummary]:
         out = []

@@ -145,6 +145,8 @@ class Analysis:
     def failures(self, fail_on_unordered: bool, fail_on_hazard: bool) -> list[str]:
         """Why the requested checks fail (empty: they pass); lost records fail any check (fail closed)."""
         out = []
+        if (fail_on_unordered or fail_on_hazard) and len(self.trace.kernels) == 0:
+            out.append("the trace holds no kernel: nothing was judged")
         if fail_on_unordered and self.unordered:
             out.append(f"{self.unordered} producer -> consumer pair(s) are UNORDERED")
         if fail_on_hazard:

@@ -27,6 +27,7 @@ MAX_CLONE_DEPTH = 64  # graph node clones of clones followed (instantiation clon
 OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
        Col("bwdSeqNr"), Col("correlationId")]
 EXTERNAL = [Col("correlationId", None), Col("externalId", None)]
+REQUIRED = ("TRACER_OPS", "TRACER_MEMORY_ACCESS")  # the capture writes both whenever it records access sets
 ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
 
 
@@ -141,8 +142,12 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
     if not present and meta.get(FLAG) != "1":
         return lambda: None
 
-    job = db.in_sibling(lambda own: _fetch(own, present))
     recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
+    missing = [t for t in REQUIRED if t not in present]
+    if recorded and missing:  # without them every kernel would read as touching nothing: 0 hazards, unproven
+        raise TraceFormatError(f"{db.path}: memory access sets were recorded ({FLAG}=1 or TRACER_ tables present) but "
+                               f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing (truncated or edited capture)")
+    job = db.in_sibling(lambda own: _fetch(own, present))
     return lambda: _finish(db, recorded, job.result())
 
 
@@ -230,6 +235,7 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
                        type_check(ACCESS, have), "FROM TRACER_MEMORY_ACCESS",
                        lambda: db.check_types("TRACER_MEMORY_ACCESS", ACCESS))
         acc = _sorted_by(acc, 0)
+        _check_orphans(db)
     else:
         acc = [none] * 5
     lo, hi = np.searchsorted(acc[0], op, side="left"), np.searchsorted(acc[0], op, side="right")
@@ -242,6 +248,17 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
         return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
 
     return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+
+
+def _check_orphans(db: SqliteTables) -> None:
+    """Access rows name an op that exists (TRACER_OPS.id is its rowid: one lookup each); an access
+    of no op would leave some kernel's set looking emptier than it was."""
+    with db.reading("TRACER_MEMORY_ACCESS.opId"):
+        row = db.con.execute("SELECT count(*), min(a.opId) FROM TRACER_MEMORY_ACCESS a "
+                             "WHERE NOT EXISTS (SELECT 1 FROM TRACER_OPS o WHERE o.id = a.opId)").fetchone()
+    if row[0]:
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS: {row[0]} row(s) name an op that TRACER_OPS does not hold "
+                               f"(first opId {row[1]}; truncated or edited capture)")
 
 
 def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.trace.memory import start_memory
-from tracer.trace.model import PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind, Trace
+from tracer.trace.model import PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind, Trace, raw_id
 from tracer.trace.sqlite_tables import Col, SqliteTables, connect
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -39,22 +39,40 @@ def classify_api(name: str) -> SyncKind | None:
     return None
 
 
-def read_kernels(db: SqliteTables) -> tuple[Kernels, np.ndarray]:
-    """The kernels sorted by start, with raw stream and correlation ids, and each one's process
-    (globalPid >> 24; -1 unknown)."""
+def read_kernels(db: SqliteTables, allow_empty: bool = False) -> tuple[Kernels, np.ndarray, np.ndarray]:
+    """The kernels sorted by start, with raw stream and correlation ids, each one's process
+    (globalPid >> 24; -1 unknown) and whether a CUDA graph replayed it (graphId or graphNodeId set). nsys creates the kernel table
+    only for kernels, so an empty one is a damaged export; tracer's own captures (allow_empty)
+    write it for a process that launched nothing."""
     cols = db.columns(KERNEL_TABLE)
     name = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), "demangledName")
     wanted = [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name),
-              Col("globalPid")]
-    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
-    start, end, dev, stream, corr, nid, pid, *node = db.ints(KERNEL_TABLE, wanted + [Col("graphNodeId", 0)] * graphs)
-    if len(start) == 0:
+              Col("globalPid"), Col("graphId", 0), Col("graphNodeId", 0)]
+    start, end, dev, stream, corr, nid, pid, graph, node = db.ints(KERNEL_TABLE, wanted)
+    if len(start) == 0 and not allow_empty:
         raise TraceFormatError(f"{db.path}: {KERNEL_TABLE} has no rows (nsys creates the table only for kernels: "
                                "an emptied or truncated export)")
     db.check_times(KERNEL_TABLE, start, end)
     order = np.argsort(start, kind="stable")
+    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
     return (Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
-                    node[0][order] if node else None), _process_of(pid[order]))
+                    node[order] if graphs else None), _process_of(pid[order]), ((graph != 0) | (node != 0))[order])
+
+
+def check_correlation(path: Path, k: Kernels, graph: np.ndarray) -> None:
+    """One launch call makes one kernel, so kernels of a process share a correlation id only when a
+    CUDA graph launch replayed them (graphId set): shared ids otherwise mean a damaged file, in which
+    stream order (correlation order) could not be told and every pair would go unjudged."""
+    plain = k.corr[~graph]
+    if len(plain) < 2:
+        return
+    ordered = np.sort(plain)
+    dup = ordered[1:] == ordered[:-1]
+    if dup.any():
+        first = int(ordered[1:][dup][0])
+        raise TraceFormatError(f"{path}: {KERNEL_TABLE}: {int(dup.sum())} kernel(s) outside CUDA graphs share a "
+                               f"correlationId with another kernel of their process (first: {raw_id(first)}); "
+                               "one launch makes one kernel: corrupt file")
 
 
 def _process_of(global_id: np.ndarray) -> np.ndarray:
@@ -229,7 +247,7 @@ def read_nsys_sqlite(path: Path) -> Trace:
         meta = read_meta(db)
         memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
         db.read_strings()
-        kernels, k_proc = read_kernels(db)
+        kernels, k_proc, graph = read_kernels(db, allow_empty="TRACER_PRODUCER" in meta)
         ranges = read_ranges(db)
         rec_cols, sync_cols = fetch_table(db, EVENT_TABLE, RECORD_COLS), fetch_table(db, SYNC_TABLE, SYNC_COLS)
         fetched = fetching_apis.result()
@@ -237,6 +255,7 @@ def read_nsys_sqlite(path: Path) -> Trace:
         raw_stream = kernels.stream
         kernels = replace(kernels, stream=keys.key(kernels.stream, k_proc, "streamId"),
                           corr=keys.key(kernels.corr, k_proc, "correlationId"))
+        check_correlation(path, kernels, graph)
         rec_cols = key_by_process(rec_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 3})
         sync_cols = key_by_process(sync_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 4})
         records, apis = read_records(rec_cols), named_apis(db, fetched, keys)
