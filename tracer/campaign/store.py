@@ -17,6 +17,8 @@ from tracer.campaign.schema import SCHEMA, TABLES, table_names
 from tracer.errors import OutputError, TraceFormatError, UsageError
 from tracer.store.lock import RunLock, run_lock
 
+BAD_FLAG = ("(typeof(failed) != 'integer' OR failed NOT IN (0, 1) OR typeof(crashed) != 'integer' "
+            "OR crashed NOT IN (0, 1))")
 
 
 @dataclass(frozen=True)
@@ -123,10 +125,14 @@ class Store:
         return int(self.con.execute("SELECT count(*) FROM trials").fetchone()[0])
 
     def cell_counts(self, cell_id: int) -> tuple[int, int, int]:
-        """(trials, failures, crashed) stored for a cell."""
-        done, fails, crashed = self.con.execute(
-            "SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0) FROM trials WHERE cell_id = ?",
-            (cell_id,)).fetchone()
+        """(trials, failures, crashed) stored for a cell; flags other than 0 and 1 (text, -1, 7) are a
+        damaged store, not a failure rate."""
+        done, fails, crashed, bad, first = self.con.execute(
+            f"SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0), total({BAD_FLAG}), "
+            f"min(CASE WHEN {BAD_FLAG} THEN trial END) FROM trials WHERE cell_id = ?", (cell_id,)).fetchone()
+        if bad:
+            raise TraceFormatError(f"{self.path}: trials of cell {cell_id}: {int(bad)} row(s) whose failed/crashed flag is "
+                                   f"not 0 or 1 (first: trial {first}; damaged store)")
         return int(done), int(fails), int(crashed)
 
     def done_trials(self, cell_id: int) -> set[int]:
