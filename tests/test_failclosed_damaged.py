@@ -140,3 +140,14 @@ def test_a_store_whose_failed_flags_are_not_0_or_1_is_refused(tmp_path: Path, ca
     bad = _copy(store, tmp_path, f"UPDATE trials SET failed = {value} WHERE trial = 0")
     code, err = _run(["campaign", "report", str(bad)], capsys)
     assert code == 6 and "not 0 or 1" in err and "trial 0" in err
+
+
+def test_a_time_before_the_session_start_is_refused_naming_the_row(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """No Nsight Systems export we know holds a negative time (nsys-ai's file with a runtime call at
+    -3,000 ns was written by hand): refused, with the correlation id of the row that has it."""
+    con = sqlite3.connect(CAPTURE)
+    corr = con.execute("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME ORDER BY start LIMIT 1").fetchone()[0]
+    con.close()
+    bad = _copy(CAPTURE, tmp_path, f"UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -3000, end = -500 WHERE correlationId = {corr}")
+    code, err = _run(["trace", "analyze", str(bad)], capsys)
+    assert code == 6 and f"correlationId {corr}, start -3000" in err and "before the session start" in err

@@ -52,7 +52,7 @@ def read_kernels(db: SqliteTables, allow_empty: bool = False) -> tuple[Kernels, 
     if len(start) == 0 and not allow_empty:
         raise TraceFormatError(f"{db.path}: {KERNEL_TABLE} has no rows (nsys creates the table only for kernels: "
                                "an emptied or truncated export)")
-    db.check_times(KERNEL_TABLE, start, end)
+    db.check_times(KERNEL_TABLE, start, end, corr=corr)
     order = np.argsort(start, kind="stable")
     graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
     return (Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
@@ -129,7 +129,7 @@ def fetch_apis(db: SqliteTables) -> Apis:
         return Apis(e, e, e, e, e)
     start, end, tid, corr, nid = db.ints(table, [Col("start", None), Col("end", None), Col("globalTid"),
                                                  Col("correlationId"), Col("nameId")])
-    db.check_times(table, start, end)
+    db.check_times(table, start, end, corr=corr)
     return Apis(start, end, tid, corr, nid)
 
 
@@ -192,7 +192,7 @@ def read_records(cols: list[np.ndarray]) -> tuple[EventRecord, ...]:
 def read_syncs(db: SqliteTables, cols: list[np.ndarray], apis: Apis) -> tuple[Sync, ...]:
     if not len(cols[0]):
         return ()
-    db.check_times(SYNC_TABLE, cols[5], cols[6])
+    db.check_times(SYNC_TABLE, cols[5], cols[6], corr=cols[2] & ((1 << PROCESS_SHIFT) - 1))
     cols = cols[:7]
     order = np.argsort(cols[2], kind="stable")
     dev, stream, corr, stype, key, start, end = (c[order].tolist() for c in cols)
