@@ -85,7 +85,7 @@ def test_a_kineto_trace_with_a_second_trace_events_key_is_refused(tmp_path: Path
     event.write_text(text.replace('"ph": "X"', '"ph": "X", "ph": "i"', 1))
     assert text.count('"ph": "X"') and event.read_text() != text
     code, err = _run(["trace", "analyze", str(event)], capsys)
-    assert code == 6 and "duplicate JSON key 'ph'" in err
+    assert code == 6 and "duplicate JSON key 'ph'" in err and "truncated" not in err
 
 
 def test_a_duplicate_yaml_key_names_key_and_line(tmp_path: Path) -> None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.interner import Interner
-from tracer.jsonkeys import unique_keys
+from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
@@ -298,7 +298,7 @@ def read_kineto(path: Path) -> Trace:
         raise TraceFormatError(f"{path}: cannot read ({exc})") from None
     except RecursionError:
         raise TraceFormatError(f"{path}: JSON nested too deeply (a Chrome trace's events are flat objects)") from None
-    except BadJson as exc:
+    except (BadJson, DuplicateKey) as exc:
         raise TraceFormatError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not valid JSON, truncated or corrupt ({str(exc)[:200]})") from None
