@@ -320,7 +320,91 @@ def full_disk_cases() -> list[Case]:
     ]]
 
 
-CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, picture_cases, profile_cases, campaign_cases, full_disk_cases)
+def copy_sql(src: Path, name: str, *statements: str) -> Setup:
+    """A copy of src (read through SQLite's backup, so a WAL store comes whole) with statements applied."""
+    def make(d: Path) -> None:
+        with contextlib.closing(sqlite3.connect(f"file:{src}?mode=ro", uri=True)) as a, \
+                contextlib.closing(sqlite3.connect(d / name)) as b:
+            a.backup(b)
+            for st in statements:
+                b.execute(st)
+            b.commit()
+    return make
+
+
+def two_processes(d: Path) -> None:
+    """Two real captures (both with streams 7 and 13) merged as two processes of one export."""
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from merge_nsys_processes import merge
+    merge(DATA / "traces" / "planted_cross_stream.sqlite", DATA / "traces" / "event_ordered_dgrad.sqlite", d / "t.sqlite", 4242)
+
+
+def fan_out(d: Path) -> None:
+    """One op with 3,000 accesses launched 3,000 times: 9M (launch, access) rows from 6,000 stored."""
+    from tests.trace_synthetic import TraceBuilder
+    b = TraceBuilder()
+    op = b.op("aten::_foreach_add_")
+    for i in range(3000):
+        b.access(op, 0x1000_0000 + i * 256, 256, 3)
+    for _ in range(3000):
+        b.launch(7, "multi_tensor_apply_kernel", op=op)
+    b.write(d / "t.sqlite", memory=True)
+
+
+def stored_store(value: str) -> Setup:
+    """A campaign store with its trials run, then one trial's `failed` flag set to value."""
+    def make(d: Path) -> None:
+        from tracer.cli import main as tracer_main
+        (d / "c.yaml").write_text(CAMPAIGN.replace("[none, device_before_atomic]", "[none]"))
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            tracer_main(["campaign", "run", str(d / "c.yaml"), "-o", str(d / "s.sqlite"), "--no-progress"])
+        with contextlib.closing(sqlite3.connect(d / "s.sqlite")) as con:
+            con.execute(f"UPDATE trials SET failed = {value} WHERE trial = 0")
+            con.commit()
+    return make
+
+
+def damaged_cases() -> list[Case]:
+    """Damaged input that once read as nothing to report (0 pairs, 0 UNORDERED, 0 hazards, exit 0),
+    and exports of several processes that once shared stream ids."""
+    an = ["trace", "analyze"]
+    kern, hz = "CUPTI_ACTIVITY_KIND_KERNEL", DATA / "hazards" / "raw_no_wait.sqlite"
+    dup_rule = ("schema: 1\nsuppressions:\n  - id: x\n    tool: racecheck\n    kind: '*'\n    kernel: 'nvjet_*'\n"
+                "    kernel: '*'\n    reason: widened by a second key\n")
+    return [
+        Case("damaged traces", "every kernel with one correlation id, --fail-on-unordered", [*an, "{d}/t.sqlite", "--fail-on-unordered"],
+             (6,), sql("t.sqlite", f"UPDATE {kern} SET correlationId = 1")),
+        Case("damaged traces", "an nsys export whose kernel table has 0 rows", [*an, "{d}/t.sqlite", "--fail-on-unordered"], (6,),
+             sql("t.sqlite", f"DELETE FROM {kern}", "DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_PRODUCER'")),
+        Case("damaged traces", "a tracer capture with 0 kernels, --fail-on-unordered", [*an, "{d}/t.sqlite", "--fail-on-unordered"], (1,),
+             sql("t.sqlite", f"DELETE FROM {kern}")),
+        Case("damaged traces", "a runtime call starting at -3,000 ns (before the session start)", [*an, "{d}/t.sqlite"], (6,),
+             sql("t.sqlite", "UPDATE CUPTI_ACTIVITY_KIND_RUNTIME SET start = -3000, end = -500 WHERE rowid = 1")),
+        Case("damaged traces", "TRACER_MEMORY=1 without TRACER_MEMORY_ACCESS, --fail-on-hazard", [*an, "{d}/t.sqlite", "--fail-on-hazard"],
+             (6,), copy_sql(hz, "t.sqlite", "DROP TABLE TRACER_MEMORY_ACCESS")),
+        Case("damaged traces", "memory accesses pointing at no op, --fail-on-hazard", [*an, "{d}/t.sqlite", "--fail-on-hazard"], (6,),
+             copy_sql(hz, "t.sqlite", "UPDATE TRACER_MEMORY_ACCESS SET opId = opId + 1000000000")),
+        Case("damaged traces", "one op launched 3,000 times with 3,000 accesses (9M rows)", [*an, "{d}/t.sqlite", "--fail-on-hazard"],
+             (6,), fan_out),
+        Case("damaged traces", "Kineto JSON with a second traceEvents key", [*an, "{d}/t.json"], (6,),
+             write("t.json", '{"traceEvents": [], ' + json.dumps(KINETO)[1:])),
+        Case("damaged traces", "Kineto event with a duplicate key", [*an, "{d}/t.json"], (6,),
+             write("t.json", json.dumps(KINETO).replace('"ph": "X", "cat": "kernel"', '"ph": "X", "ph": "i", "cat": "kernel"'))),
+        Case("damaged traces", "two processes on one GPU, both with streams 7 and 13, --fail-on-unordered",
+             [*an, "{d}/t.sqlite", "--fail-on-unordered"], (1,), two_processes),
+        Case("duplicate keys", "suppressions YAML whose second `kernel:` is '*'",
+             ["sanitize", "import", str(SAN / "memcheck-planted_oob.xml"), "--suppressions", "{d}/s.yaml"], (2,), write("s.yaml", dup_rule)),
+        Case("duplicate keys", "workload profile with `workload:` twice", ["run", "{d}/w.yaml"], (2,),
+             write("w.yaml", WORKLOAD + "workload: cpu_reference\n")),
+        Case("duplicate keys", "campaign profile with `trials_per_cell:` twice",
+             ["campaign", "run", "{d}/c.yaml", "-o", "{d}/s.sqlite", "--no-progress"], (2,), write("c.yaml", CAMPAIGN + "trials_per_cell: 9\n")),
+        *(Case("campaign stores", f"a trial whose `failed` flag is {v}", ["campaign", "report", "{d}/s.sqlite"], (6,), stored_store(v))
+          for v in ("'x'", "-1", "7")),
+    ]
+
+
+CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, damaged_cases, picture_cases, profile_cases, campaign_cases,
+          full_disk_cases)
 
 
 # -- running ------------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from tests.conftest import DATA, shared_fixture
 from tracer.trace.analyze import analyze
 from tracer.trace.load import load_trace
 from tracer.trace.model import SyncKind
+from tracer.trace.model import process_index, raw_id
 from tracer.trace.ordering import Verdict
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
@@ -27,14 +28,17 @@ class TestH100TwoGpu:
     def test_counts(self, analysis) -> None:  # type: ignore[no-untyped-def]
         t = analysis.trace
         assert len(t.kernels) == 3442 and len(t.ranges.start) == 16782
-        assert [(s.device, s.stream, s.kernels) for s in analysis.streams] == [(0, 7, 1721), (1, 15, 1721)]
+        assert [(s.device, s.raw_stream, s.kernels) for s in analysis.streams] == [(0, 7, 1721), (1, 15, 1721)]
+        assert t.multi_process and [s.pid for s in analysis.streams] == list(t.processes)  # one rank per GPU
         kinds = [y.kind for y in t.syncs]
         assert kinds.count(SyncKind.WAIT) == 236 and kinds.count(SyncKind.STREAM) == 8
         assert t.producer.startswith("nsys 2026.2.1.210 schema 3.25.0")
 
     def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:  # type: ignore[no-untyped-def]
-        assert analysis.attribution.no_launch_record == 1799
-        assert analysis.attribution.unattributed >= 1799
+        # 1,810 by SQL joining on (process, correlationId); joined on correlationId alone, 11 kernels
+        # would take the launch call of the other process
+        assert analysis.attribution.no_launch_record == 1810
+        assert analysis.attribution.unattributed >= 1810
         assert analysis.to_json()["kernels"] == 3442
 
     def test_waits_without_event_records_are_reported(self, analysis) -> None:  # type: ignore[no-untyped-def]
@@ -47,15 +51,15 @@ class TestH100TwoGpu:
         """The innermost NVTX range open on the launching thread at launch time, computed by SQL."""
         con = sqlite3.connect(shared_fixture("nsys", "h100_2gpu_1s.sqlite"))
         rows = con.execute(
-            "SELECT k.correlationId, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = r.globalTid AND n.start <= r.start "
-            "AND n.end >= r.start AND n.eventType = 59 ORDER BY n.start DESC LIMIT 1) "
+            "SELECT k.correlationId, k.globalPid >> 24 & 16777215, (SELECT n.text FROM NVTX_EVENTS n WHERE n.globalTid = r.globalTid "
+            "AND n.start <= r.start AND n.end >= r.start AND n.eventType = 59 ORDER BY n.start DESC LIMIT 1) "
             "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
-            "ORDER BY k.start LIMIT 300").fetchall()
+            "AND r.globalTid >> 24 = k.globalPid >> 24 ORDER BY k.start LIMIT 300").fetchall()
         t, attr = analysis.trace, analysis.attribution
-        by_corr = {int(c): i for i, c in enumerate(t.kernels.corr)}
+        by_corr = {(raw_id(int(c)), t.processes[int(process_index(int(c)))]): i for i, c in enumerate(t.kernels.corr)}
         checked = 0
-        for corr, text in rows:
-            rng = attr.range_of_kernel[by_corr[corr]]
+        for corr, pid, text in rows:
+            rng = attr.range_of_kernel[by_corr[corr, pid]]
             got = t.strings[int(t.ranges.text[rng])] if rng >= 0 else None
             assert got == text, corr
             checked += text is not None

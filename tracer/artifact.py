@@ -10,12 +10,12 @@ by the command before it is opened.
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Union
 
+from tracer import jsonkeys
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
 from tracer.trace.pairs import PairSpec
@@ -112,7 +112,7 @@ def _json_keys(head: bytes) -> set[str]:
     """Top-level keys of a JSON file that fits in the head; for a bigger one, the keys named in it."""
     if len(head) < HEAD_BYTES:
         try:
-            data = json.loads(head)
+            data = jsonkeys.loads(head)
         except (ValueError, UnicodeDecodeError):
             return set()
         return set(data) if isinstance(data, dict) else set()
@@ -140,7 +140,7 @@ def sniff(path: Path) -> Kind:
 
 def _read_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = jsonkeys.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not readable JSON ({exc})") from exc
     if not isinstance(data, dict):

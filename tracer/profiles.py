@@ -163,15 +163,17 @@ def _bounded_load(text: str, path: Path) -> Any:
         node = loader.get_single_node()
         if node is None:
             return None
-        _check_size(node, path)
+        _check_size(node, path, loader)
         return loader.construct_document(node)
     finally:
         loader.dispose()
 
 
-def _check_size(root: yaml.Node, path: Path) -> None:
+def _check_size(root: yaml.Node, path: Path, loader: yaml.SafeLoader) -> None:
     """Walk the node graph as the built value would be (aliases expanded), stopping at the bound:
-    an alias bomb or a recursive alias costs MAX_YAML_NODES steps, never its expansion."""
+    an alias bomb or a recursive alias costs MAX_YAML_NODES steps, never its expansion. A mapping
+    that repeats a key is refused (PyYAML keeps the last value silently: a second `kernel: '*'`
+    would widen a suppression to everything)."""
     stack, count = [root], 0
     while stack:
         node = stack.pop()
@@ -182,7 +184,21 @@ def _check_size(root: yaml.Node, path: Path) -> None:
         if isinstance(node, yaml.SequenceNode):
             stack.extend(node.value)
         elif isinstance(node, yaml.MappingNode):
+            _check_unique_keys(node, path, loader)
             stack.extend(n for pair in node.value for n in pair)
+
+
+def _check_unique_keys(node: yaml.MappingNode, path: Path, loader: yaml.SafeLoader) -> None:
+    """Scalar keys compared by the value they build to (`1` and `0x1`, `yes` and `true` alike)."""
+    seen: dict[Any, int] = {}
+    for key, _ in node.value:
+        if not isinstance(key, yaml.ScalarNode) or key.tag == "tag:yaml.org,2002:merge":
+            continue
+        value, line = loader.construct_object(key), key.start_mark.line + 1
+        if value in seen:
+            raise ProfileError(f"{path}: line {line}: key {key.value!r} repeats the key of line {seen[value]} "
+                               "(a mapping holds each key once)")
+        seen[value] = line
 
 
 def check_schema_version(where: str, data: Any) -> None:

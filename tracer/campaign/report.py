@@ -2,9 +2,9 @@
 text, and the status lines; read from the store, never written to it."""
 from __future__ import annotations
 
-import json
 from typing import Any
 
+from tracer import jsonkeys
 from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, trials_needed
 from tracer.campaign.store import CellSummary, Store
 
@@ -22,7 +22,7 @@ def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[s
 
 
 def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
-    profile = json.loads(store.meta("profile") or "{}")
+    profile = jsonkeys.loads(store.meta("profile") or "{}")
     summary = store.summary()
     check_baseline(baseline, [c.label for c in summary])
     cells = [c.stats for c in summary if c.stats is not None]
@@ -31,7 +31,7 @@ def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
         cells = compare_to_baseline(cells, base)
     by_label = {c.label: c for c in cells}
     rows = [_row(store, c, by_label, profile.get("sprt", {})) for c in summary]
-    env = json.loads(store.meta("environment") or "{}")
+    env = jsonkeys.loads(store.meta("environment") or "{}")
     return {"campaign": store.meta("name"), "baseline": base, "cells": rows, "crashes": store.crashes(),
             "trials_needed": {"1%": trials_needed(0.01), "0.1%": trials_needed(0.001)},
             "environment": env, "gpu": (env.get("gpu") or {}).get("name")}

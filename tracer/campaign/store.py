@@ -10,12 +10,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
+from tracer import jsonkeys
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
 from tracer.campaign.schema import SCHEMA, TABLES, table_names
 from tracer.errors import OutputError, TraceFormatError, UsageError
 from tracer.store.lock import RunLock, run_lock
 
+BAD_FLAG = ("(typeof(failed) != 'integer' OR failed NOT IN (0, 1) OR typeof(crashed) != 'integer' "
+            "OR crashed NOT IN (0, 1))")
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,14 @@ class Store:
         return int(self.con.execute("SELECT count(*) FROM trials").fetchone()[0])
 
     def cell_counts(self, cell_id: int) -> tuple[int, int, int]:
-        """(trials, failures, crashed) stored for a cell."""
-        done, fails, crashed = self.con.execute(
-            "SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0) FROM trials WHERE cell_id = ?",
-            (cell_id,)).fetchone()
+        """(trials, failures, crashed) stored for a cell; flags other than 0 and 1 (text, -1, 7) are a
+        damaged store, not a failure rate."""
+        done, fails, crashed, bad, first = self.con.execute(
+            f"SELECT count(*), COALESCE(sum(failed), 0), COALESCE(sum(crashed), 0), total({BAD_FLAG}), "
+            f"min(CASE WHEN {BAD_FLAG} THEN trial END) FROM trials WHERE cell_id = ?", (cell_id,)).fetchone()
+        if bad:
+            raise TraceFormatError(f"{self.path}: trials of cell {cell_id}: {int(bad)} row(s) whose failed/crashed flag is "
+                                   f"not 0 or 1 (first: trial {first}; damaged store)")
         return int(done), int(fails), int(crashed)
 
     def done_trials(self, cell_id: int) -> set[int]:
@@ -153,7 +160,7 @@ class Store:
         with self.tx():
             row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
             self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
-        return Inflight(row[0], json.loads(row[1]), row[2]) if row else None
+        return Inflight(row[0], jsonkeys.loads(row[1]), row[2]) if row else None
 
     def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
         with self.tx():
@@ -163,12 +170,12 @@ class Store:
     def crash_count(self, cell_id: int, trials: list[int]) -> int:
         rows = self.con.execute("SELECT trials FROM crashes WHERE cell_id = ?", (cell_id,)).fetchall()
         wanted = set(trials)
-        return sum(1 for (t,) in rows if wanted & set(json.loads(t)))
+        return sum(1 for (t,) in rows if wanted & set(jsonkeys.loads(t)))
 
     def crashes(self) -> list[dict]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
-        return [{"cell": a, "trials": json.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
+        return [{"cell": a, "trials": jsonkeys.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
 
     def summary(self) -> list[CellSummary]:
         out = []

@@ -3,10 +3,10 @@ trials in one transaction. Started by the local executor; `inflight` says what i
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
+from tracer import jsonkeys
 from tracer.campaign.profile import SprtBounds, load_campaign
 from tracer.campaign.stats import Decision, sprt
 from tracer.campaign.store import Store
@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = load_campaign(args.profile)
     store = Store.open(args.store)
     cells = {c.cell_id: c.cell for c in store.cells()}
-    for cell_id, trials in json.loads(args.tasks.read_text()):
+    for cell_id, trials in jsonkeys.loads(args.tasks.read_text()):
         todo = sorted(set(trials) - store.done_trials(cell_id))
         if not todo or sprt_decided(store, spec.sprt, cell_id):
             continue

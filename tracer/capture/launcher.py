@@ -9,7 +9,6 @@ becomes RUN/trace.sqlite, as single-process runs always were; several make a job
 markers: tracer creates no CUDA context of its own."""
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import sys
@@ -20,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracer import proc
+from tracer import jsonkeys, proc
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
 from tracer.errors import UsageError
 from tracer.store.rundir import environment, write_json
@@ -150,7 +149,7 @@ def read_markers(procs: Path) -> list[dict[str, Any]]:
     out = []
     for path in marker_files(procs):
         try:
-            data = json.loads(path.read_text())
+            data = jsonkeys.loads(path.read_text())
         except (OSError, ValueError):
             continue
         if isinstance(data, dict):

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tracer import jsonkeys
 from tracer.errors import TraceFormatError
 from tracer.ncu.records import NcuReport
 
@@ -49,7 +50,7 @@ def load_run(path: Path) -> ProfileRun:
     if not file.is_file():
         raise TraceFormatError(f"{path}: no {PROFILE_JSON} (expected a `tracer profile` run directory)")
     try:
-        data = json.loads(file.read_text())
+        data = jsonkeys.loads(file.read_text())
         if data.get("kind") != "tracer-profile" or data.get("schema") != SCHEMA:
             raise ValueError(f"kind {data.get('kind')!r} schema {data.get('schema')!r}, expected tracer-profile {SCHEMA}")
         targets = tuple(ProfiledTarget(t["label"], t.get("variant"), NcuReport.from_json(t["report"]), t.get("exit"),

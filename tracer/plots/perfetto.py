@@ -46,10 +46,10 @@ class Tracks:
         if not self.label:
             ev = [_meta("process_name", 1, "host (NVTX)")]
             ev += [_meta("process_name", GPU_PID_BASE + d, f"GPU {d}") for d in sorted({s.device for s in a.streams})]
-            return ev + [_meta("thread_name", *self.gpu(s.device, s.stream), f"stream {s.stream}") for s in a.streams]
+            return ev + [_meta("thread_name", *self.gpu(s.device, s.stream), s.label) for s in a.streams]
         ev = [_meta("process_name", self.pid, self.label),
               {"ph": "M", "name": "process_sort_index", "pid": self.pid, "args": {"sort_index": self.pid}}]
-        ev += [_meta("thread_name", *self.gpu(s.device, s.stream), f"GPU {s.device} stream {s.stream}") for s in a.streams]
+        ev += [_meta("thread_name", *self.gpu(s.device, s.stream), f"GPU {s.device} {s.label}") for s in a.streams]
         tids = np.unique(a.trace.ranges.tid).tolist()
         return ev + [_meta("thread_name", *self.host(int(t)), f"CPU thread {int(t) & 0xFFFFFF} NVTX") for t in tids]
 

@@ -14,6 +14,7 @@ from tracer.report.html import Report
 from tracer.sanitize.model import ToolRun
 from tracer.trace.analyze import MAX_LISTED_PAIRS, Analysis, analyze, top_kernels
 from tracer.trace.job_summary import JobAnalysis
+from tracer.trace.model import Trace
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 from tracer.trace.text import counts_text, edge_text
@@ -35,7 +36,7 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
         rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
     add_verdicts(rep, name, a)
     rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
-                  [[s.device, s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
+                  [[s.device, s.label if s.raw_stream is not None else s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
                     f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
     rep.add_table(f"kernels with the most GPU time: {name}", ["kernel", "launches", "total (ms)"],
                   [[k, n, f"{ns / 1e6:.3f}"] for k, n, ns in top_kernels(a.trace)])
@@ -44,12 +45,17 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
                    f"pairs: {counts_text(a.pair_counts)}")
 
 
+def short_stream(trace: Trace, key: int) -> str:
+    """`7`, or `pid 1234 stream 7` in a trace of several processes."""
+    return trace.stream_label(key) if trace.multi_process else str(key)
+
+
 def add_verdicts(rep: Report, name: str, a: Analysis) -> None:
     pairs = sorted(a.pairs, key=lambda p: -p.verdict.severity)[:MAX_LISTED_PAIRS]  # UNORDERED first
     rep.add_table(f"ordering verdicts: {name}", ["producer", "consumer", "streams", "verdict", "ordered by", "gap (us)"],
-                  [[p.producer, p.consumer, f"{p.producer_stream} -> {p.consumer_stream}",
+                  [[p.producer, p.consumer, f"{short_stream(a.trace, p.producer_stream)} -> {short_stream(a.trace, p.consumer_stream)}",
                     p.verdict.value.upper() if p.verdict is Verdict.UNORDERED else p.verdict.value,
-                    edge_text(p.edge) if p.edge else "-", f"{p.gap_ns / 1e3:.1f}"] for p in pairs],
+                    edge_text(p.edge, a.trace) if p.edge else "-", f"{p.gap_ns / 1e3:.1f}"] for p in pairs],
                   [p.verdict.value for p in pairs])
 
 

@@ -29,15 +29,33 @@ PAIRS_BY_MEMORY_NOTE = ("pairs not judged by default: the trace has memory acces
 @dataclass(frozen=True)
 class StreamStats:
     device: int
-    stream: int
+    stream: int  # the trace-unique stream key (tracer.trace.model); the raw id in a one-process trace
     kernels: int
     busy_ns: int
     idle_ns: int
     span_ns: int
     max_gap_ns: int
+    pid: int = -1  # the process (-1: unknown)
+    raw_stream: int | None = None  # the process's own stream id (None: the same as stream)
+
+    @property
+    def label(self) -> str:
+        raw = self.stream if self.raw_stream is None else self.raw_stream
+        return f"stream {raw}" if self.raw_stream is None else f"pid {self.pid} stream {raw}"
 
     def to_json(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        out = {k: v for k, v in self.__dict__.items() if k != "raw_stream"}
+        if self.raw_stream is not None:
+            out["stream"], out["stream_key"] = self.raw_stream, self.stream
+        return out
+
+
+def stream_json(trace: Trace, key: int | None, prefix: str) -> dict[str, int | None]:
+    """{prefix}stream: the process's own stream id, and {prefix}pid when the trace holds several processes."""
+    if key is None or not trace.multi_process or key < 0:
+        return {f"{prefix}stream": key}
+    o = trace.stream_origin(key)
+    return {f"{prefix}stream": o.stream, f"{prefix}pid": o.pid}
 
 
 @dataclass(frozen=True)
@@ -56,12 +74,28 @@ class PairVerdict:
     producer_index: int = -1  # the two kernels' indices in trace.kernels (-1: not known); not in the JSON
     consumer_index: int = -1
 
-    def to_json(self) -> dict[str, object]:
-        return {"producer": self.producer, "consumer": self.consumer, "producer_stream": self.producer_stream,
-                "consumer_stream": self.consumer_stream, "verdict": self.verdict.value,
-                "edge": self.edge.to_json() if self.edge else None, "gap_ns": self.gap_ns,
+    def to_json(self, trace: Trace | None = None) -> dict[str, object]:
+        """With the trace, streams are the processes' own ids plus their pids when it holds several."""
+        if trace is None:
+            streams: dict[str, object] = {"producer_stream": self.producer_stream, "consumer_stream": self.consumer_stream}
+            edge = self.edge.to_json() if self.edge else None
+        else:
+            streams = {**stream_json(trace, self.producer_stream, "producer_"), **stream_json(trace, self.consumer_stream, "consumer_")}
+            edge = edge_json(trace, self.edge)
+        return {"producer": self.producer, "consumer": self.consumer, **streams, "verdict": self.verdict.value,
+                "edge": edge, "gap_ns": self.gap_ns,
                 "producer_kernel": self.producer_kernel, "consumer_kernel": self.consumer_kernel,
                 "producer_rule": self.producer_rule, "consumer_rule": self.consumer_rule}
+
+
+def edge_json(trace: Trace, edge: Edge | None) -> dict[str, object] | None:
+    if edge is None:
+        return None
+    out = edge.to_json()
+    for side in ("record_", "wait_"):
+        if f"{side}stream" in out:
+            out.update(stream_json(trace, edge.record_stream if side == "record_" else edge.wait_stream, side))
+    return out
 
 
 @dataclass(frozen=True)
@@ -91,7 +125,8 @@ class Analysis:
             "event_edges": self.event_edges, "unmatched_waits": self.unmatched_waits,
             "record_errors": {kind: {"lost": n, "first_error": first} for kind, (n, first) in t.record_errors.items()},
             "pair_spec": self.pair_spec.to_json(), "pair_counts": self.pair_counts,
-            "pairs_listed": len(listed), "pairs": [p.to_json() for p in listed],
+            "pairs_listed": len(listed), "pairs": [p.to_json(t) for p in listed],
+            "processes": list(t.processes),
             "hazards": self.hazards.to_json() if self.hazards else {"memory": bool(t.memory and t.memory.recorded),
                                                                     "checked": False},
             "warnings": list(self.warnings), "notes": list(self.notes),
@@ -110,6 +145,8 @@ class Analysis:
     def failures(self, fail_on_unordered: bool, fail_on_hazard: bool) -> list[str]:
         """Why the requested checks fail (empty: they pass); lost records fail any check (fail closed)."""
         out = []
+        if (fail_on_unordered or fail_on_hazard) and len(self.trace.kernels) == 0:
+            out.append("the trace holds no kernel: nothing was judged")
         if fail_on_unordered and self.unordered:
             out.append(f"{self.unordered} producer -> consumer pair(s) are UNORDERED")
         if fail_on_hazard:
@@ -146,7 +183,9 @@ def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
         gaps = np.maximum(start[1:] - end[:-1], 0)
         span = int(end[-1] - start[0])
         idle = int(gaps.sum())
-        out.append(StreamStats(dev, stream, len(idx), span - idle, idle, span, int(gaps.max()) if len(gaps) else 0))
+        o = trace.stream_origin(stream)
+        out.append(StreamStats(dev, stream, len(idx), span - idle, idle, span, int(gaps.max()) if len(gaps) else 0,
+                               o.pid, o.stream if trace.multi_process else None))
     return tuple(out)
 
 

@@ -10,13 +10,13 @@ Every outcome is explicit: a process that died without a trace is listed as such
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from statistics import median
 from typing import Any
 
+from tracer import jsonkeys
 from tracer.errors import TraceFormatError
 from tracer.trace.model import Trace
 from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
@@ -140,7 +140,7 @@ def is_job_dir(path: Path) -> bool:
 
 def _load_json(path: Path) -> dict[str, Any]:
     try:
-        data = json.loads(path.read_text())
+        data = jsonkeys.loads(path.read_text())
     except (OSError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not a readable process marker ({type(exc).__name__}: {exc})") from exc
     if not isinstance(data, dict):

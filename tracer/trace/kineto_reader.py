@@ -29,6 +29,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.interner import Interner
+from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
@@ -54,7 +55,7 @@ def _constant(name: str) -> float:
     raise BadJson(f"not valid JSON ({name} is not a JSON number)")
 
 
-SCAN = json.JSONDecoder(parse_constant=_constant).scan_once  # the C scanner: (value, end) at an index
+SCAN = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=unique_keys).scan_once  # the C scanner: (value, end) at an index
 SPACE = re.compile(r"[ \t\n\r]*")
 SEPARATOR = re.compile(r"[ \t\n\r]*([,\]}])[ \t\n\r]*")
 
@@ -125,7 +126,7 @@ class _Text:
 def trace_events(fh: TextIO) -> Iterator[Any]:
     """The entries of the top-level object's `traceEvents` list, one at a time; the rest of the
     object is decoded and dropped, and nothing may follow it."""
-    text, found = _Text(fh), False
+    text, found, keys = _Text(fh), False, set()
     text.expect("{")
     if text.peek() == "}":
         text.expect("}")
@@ -134,6 +135,9 @@ def trace_events(fh: TextIO) -> Iterator[Any]:
             key = text.value()
             if not isinstance(key, str):
                 raise BadJson(f"not valid JSON (an object key is {type(key).__name__}, not a string)")
+            if key in keys:
+                raise BadJson(f"the top-level object names {key[:80]!r} twice (which one holds the trace is ambiguous)")
+            keys.add(key)
             text.expect(":")
             if key == "traceEvents" and not found and text.peek() == "[":
                 found = True
@@ -294,7 +298,7 @@ def read_kineto(path: Path) -> Trace:
         raise TraceFormatError(f"{path}: cannot read ({exc})") from None
     except RecursionError:
         raise TraceFormatError(f"{path}: JSON nested too deeply (a Chrome trace's events are flat objects)") from None
-    except BadJson as exc:
+    except (BadJson, DuplicateKey) as exc:
         raise TraceFormatError(f"{path}: {exc}") from None
     except (json.JSONDecodeError, UnicodeDecodeError, ValueError) as exc:
         raise TraceFormatError(f"{path}: not valid JSON, truncated or corrupt ({str(exc)[:200]})") from None

@@ -27,6 +27,9 @@ MAX_CLONE_DEPTH = 64  # graph node clones of clones followed (instantiation clon
 OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
        Col("bwdSeqNr"), Col("correlationId")]
 EXTERNAL = [Col("correlationId", None), Col("externalId", None)]
+MAX_FANOUT = 16  # (launch, access) rows per stored access or launch row (a foreach op launching a few kernels)
+MAX_EXPANDED_ROWS = 8_000_000  # ... or this many in all, whichever is more (448 MB of int64 columns)
+REQUIRED = ("TRACER_OPS", "TRACER_MEMORY_ACCESS")  # the capture writes both whenever it records access sets
 ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
 
 
@@ -141,8 +144,12 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
     if not present and meta.get(FLAG) != "1":
         return lambda: None
 
-    job = db.in_sibling(lambda own: _fetch(own, present))
     recorded = meta.get(FLAG) == "1" or bool(present & {"TRACER_OPS", "TRACER_MEMORY_ACCESS"})
+    missing = [t for t in REQUIRED if t not in present]
+    if recorded and missing:  # without them every kernel would read as touching nothing: 0 hazards, unproven
+        raise TraceFormatError(f"{db.path}: memory access sets were recorded ({FLAG}=1 or TRACER_ tables present) but "
+                               f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing (truncated or edited capture)")
+    job = db.in_sibling(lambda own: _fetch(own, present))
     return lambda: _finish(db, recorded, job.result())
 
 
@@ -230,10 +237,12 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
                        type_check(ACCESS, have), "FROM TRACER_MEMORY_ACCESS",
                        lambda: db.check_types("TRACER_MEMORY_ACCESS", ACCESS))
         acc = _sorted_by(acc, 0)
+        _check_orphans(db)
     else:
         acc = [none] * 5
     lo, hi = np.searchsorted(acc[0], op, side="left"), np.searchsorted(acc[0], op, side="right")
     n = np.maximum(hi - lo, 1)  # an op without accesses keeps one row (mode 0): its set is known empty
+    _check_fanout(db, n, op, len(acc[0]) + len(op))
     at = expand_ranges(lo, n)
     has = np.repeat(hi > lo, n)
     pick = np.minimum(at, max(len(acc[0]) - 1, 0))
@@ -242,6 +251,34 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
         return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
 
     return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+
+
+def _check_fanout(db: SqliteTables, n: np.ndarray, op: np.ndarray, stored: int) -> None:
+    """Each launch gets its op's whole access set, so memory grows with launches x accesses per op:
+    a file whose 2M valid rows put many launches on one op with many accesses would need terabytes.
+    Bound: at most MAX_FANOUT (launch, access) rows per stored row, or MAX_EXPANDED_ROWS in all,
+    whichever is more (7 int64 columns: 56 bytes a row)."""
+    total = int(n.sum())
+    if total <= max(MAX_FANOUT * stored, MAX_EXPANDED_ROWS):
+        return
+    ops, per_op = np.unique(op, return_counts=True)
+    launches = dict(zip(ops.tolist(), per_op.tolist()))
+    worst = int(op[np.argmax(n * np.array([launches[o] for o in op.tolist()], dtype=np.int64))])
+    accesses = int(n[np.flatnonzero(op == worst)[0]])
+    raise TraceFormatError(f"{db.path}: memory access sets would expand to {total} (launch, access) rows from {stored} stored "
+                           f"rows (op {worst}: {launches[worst]} launches x {accesses} accesses); at most "
+                           f"{max(MAX_FANOUT * stored, MAX_EXPANDED_ROWS)} are read (corrupt or hostile file)")
+
+
+def _check_orphans(db: SqliteTables) -> None:
+    """Access rows name an op that exists (TRACER_OPS.id is its rowid: one lookup each); an access
+    of no op would leave some kernel's set looking emptier than it was."""
+    with db.reading("TRACER_MEMORY_ACCESS.opId"):
+        row = db.con.execute("SELECT count(*), min(a.opId) FROM TRACER_MEMORY_ACCESS a "
+                             "WHERE NOT EXISTS (SELECT 1 FROM TRACER_OPS o WHERE o.id = a.opId)").fetchone()
+    if row[0]:
+        raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS: {row[0]} row(s) name an op that TRACER_OPS does not hold "
+                               f"(first opId {row[1]}; truncated or edited capture)")
 
 
 def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

@@ -2,6 +2,13 @@
 
 Times are integer nanoseconds. Correlation ids order the work a process submits: within one
 stream, submission order is correlation order, whatever the host clocks say.
+
+Streams, correlation ids and event keys belong to a process (a CUDA context): two processes both
+have a stream 7 and a correlation id 12. Readers make them trace-unique: the process's index
+among the trace's processes (0 for the first or only one) goes above PROCESS_SHIFT
+(`key = index << PROCESS_SHIFT | raw`), so a trace of one process keeps its raw ids. The model's
+`stream` arrays and fields, `corr` and event `key` hold such keys; `Trace.streams` maps each stream
+key back to (pid, device, raw stream id) for what is shown.
 """
 from __future__ import annotations
 
@@ -21,6 +28,28 @@ class SyncKind(str, Enum):
     CONTEXT = "context"  # cudaDeviceSynchronize / cuCtxSynchronize: the host waits for everything
     WAIT = "wait"  # cudaStreamWaitEvent: a stream waits for an event record (a device-side edge)
     UNKNOWN = "unknown"
+
+
+PROCESS_SHIFT = 40  # raw CUPTI stream, correlation and event-sync ids are 32-bit
+
+
+def process_index(key: int | np.ndarray) -> int | np.ndarray:
+    """The process part of a stream key, correlation id or event key (0 in a one-process trace)."""
+    return key >> PROCESS_SHIFT
+
+
+def raw_id(key: int) -> int:
+    """The id the process itself used (stream, correlation or event id); negative ids are kept."""
+    return key & ((1 << PROCESS_SHIFT) - 1) if key >= 0 else key
+
+
+@dataclass(frozen=True)
+class StreamOrigin:
+    """Where a stream key comes from: the process (-1: unknown), device and raw stream id."""
+
+    pid: int
+    device: int
+    stream: int
 
 
 @dataclass(frozen=True)
@@ -104,9 +133,27 @@ class Trace:
     meta: dict[str, str] = field(default_factory=dict)
     record_errors: dict[str, tuple[int, str]] = field(default_factory=dict)  # record type -> (lost, first error); -1 unknown
     memory: Memory | None = None  # memory access sets (tracer captures with --memory)
+    streams: dict[int, StreamOrigin] = field(default_factory=dict)  # stream key -> origin; absent keys are raw ids
+    processes: tuple[int, ...] = ()  # pids by process index ((): one process, pid unknown)
 
     def kernel_name(self, i: int) -> str:
         return self.strings[int(self.kernels.name[i])]
+
+    @property
+    def multi_process(self) -> bool:
+        return len(self.processes) > 1
+
+    def stream_origin(self, key: int) -> StreamOrigin:
+        known = self.streams.get(key)
+        if known is not None:
+            return known
+        pid = self.processes[int(process_index(key))] if key >= 0 and process_index(key) < len(self.processes) else -1
+        return StreamOrigin(pid, -1, raw_id(key))
+
+    def stream_label(self, key: int) -> str:
+        """`stream 7`, or `pid 1234 stream 7` when the trace holds several processes."""
+        o = self.stream_origin(int(key))
+        return f"pid {o.pid} stream {o.stream}" if self.multi_process else f"stream {o.stream}"
 
 
 def empty_ints() -> np.ndarray:

@@ -16,7 +16,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.trace.memory import start_memory
-from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.trace.model import PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind, Trace, raw_id
 from tracer.trace.sqlite_tables import Col, SqliteTables, connect
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -39,16 +39,78 @@ def classify_api(name: str) -> SyncKind | None:
     return None
 
 
-def read_kernels(db: SqliteTables) -> Kernels:
+def read_kernels(db: SqliteTables, allow_empty: bool = False) -> tuple[Kernels, np.ndarray, np.ndarray]:
+    """The kernels sorted by start, with raw stream and correlation ids, each one's process
+    (globalPid >> 24; -1 unknown) and whether a CUDA graph replayed it (graphId or graphNodeId set). nsys creates the kernel table
+    only for kernels, so an empty one is a damaged export; tracer's own captures (allow_empty)
+    write it for a process that launched nothing."""
     cols = db.columns(KERNEL_TABLE)
     name = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), "demangledName")
-    wanted = [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name)]
-    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
-    start, end, dev, stream, corr, nid, *node = db.ints(KERNEL_TABLE, wanted + [Col("graphNodeId", 0)] * graphs)
-    db.check_times(KERNEL_TABLE, start, end)
+    wanted = [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name),
+              Col("globalPid"), Col("graphId", 0), Col("graphNodeId", 0)]
+    start, end, dev, stream, corr, nid, pid, graph, node = db.ints(KERNEL_TABLE, wanted)
+    if len(start) == 0 and not allow_empty:
+        raise TraceFormatError(f"{db.path}: {KERNEL_TABLE} has no rows (nsys creates the table only for kernels: "
+                               "an emptied or truncated export)")
+    db.check_times(KERNEL_TABLE, start, end, corr=corr)
     order = np.argsort(start, kind="stable")
-    return Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
-                   node[0][order] if node else None)
+    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
+    return (Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
+                    node[order] if graphs else None), _process_of(pid[order]), ((graph != 0) | (node != 0))[order])
+
+
+def check_correlation(path: Path, k: Kernels, graph: np.ndarray) -> None:
+    """One launch call makes one kernel, so kernels of a process share a correlation id only when a
+    CUDA graph launch replayed them (graphId set): shared ids otherwise mean a damaged file, in which
+    stream order (correlation order) could not be told and every pair would go unjudged."""
+    plain = k.corr[~graph]
+    if len(plain) < 2:
+        return
+    ordered = np.sort(plain)
+    dup = ordered[1:] == ordered[:-1]
+    if dup.any():
+        first = int(ordered[1:][dup][0])
+        raise TraceFormatError(f"{path}: {KERNEL_TABLE}: {int(dup.sum())} kernel(s) outside CUDA graphs share a "
+                               f"correlationId with another kernel of their process (first: {raw_id(first)}); "
+                               "one launch makes one kernel: corrupt file")
+
+
+def _process_of(global_id: np.ndarray) -> np.ndarray:
+    """globalPid or globalTid = (hw << 56) | (vm << 48) | (pid << 24) | tid -> the process part (-1 unknown)."""
+    return np.where(global_id >= 0, global_id >> 24, -1)
+
+
+class ProcessKeys:
+    """Trace-unique stream keys, correlation ids and event keys (tracer.trace.model): the process's
+    index among the trace's distinct processes goes above PROCESS_SHIFT."""
+
+    def __init__(self, path: Path, *processes: np.ndarray) -> None:
+        self.path = path
+        self.procs = np.unique(np.concatenate(processes)) if processes else np.zeros(0, dtype=np.int64)
+        self.several = len(self.procs) > 1
+
+    def key(self, raw: np.ndarray, proc: np.ndarray, what: str) -> np.ndarray:
+        """raw ids of the given processes -> keys (negative ids, 'none', are kept)."""
+        raw = np.asarray(raw, dtype=np.int64)
+        if not self.several or len(raw) == 0:
+            return raw
+        if (raw >= 1 << PROCESS_SHIFT).any():
+            bad = int(raw[np.argmax(raw >= 1 << PROCESS_SHIFT)])
+            raise TraceFormatError(f"{self.path}: {what} {bad} beyond 2**{PROCESS_SHIFT} in an export of several processes")
+        index = np.searchsorted(self.procs, np.asarray(proc, dtype=np.int64))
+        return np.where(raw >= 0, (index << PROCESS_SHIFT) | raw, raw)
+
+    def pids(self) -> tuple[int, ...]:
+        """The pid of each process index (-1 unknown)."""
+        return tuple(int(p) & 0xFFFFFF if p >= 0 else -1 for p in self.procs.tolist())
+
+    def origins(self, stream_keys: np.ndarray, raw: np.ndarray, device: np.ndarray, proc: np.ndarray) -> dict[int, StreamOrigin]:
+        pids = dict(zip(self.procs.tolist(), self.pids()))
+        seen: dict[int, StreamOrigin] = {}
+        _, first = np.unique(stream_keys, return_index=True)
+        for i in first.tolist():
+            seen[int(stream_keys[i])] = StreamOrigin(pids.get(int(proc[i]), -1), int(device[i]), int(raw[i]))
+        return seen
 
 
 def _has_rows(db: SqliteTables, table: str) -> bool:
@@ -67,13 +129,15 @@ def fetch_apis(db: SqliteTables) -> Apis:
         return Apis(e, e, e, e, e)
     start, end, tid, corr, nid = db.ints(table, [Col("start", None), Col("end", None), Col("globalTid"),
                                                  Col("correlationId"), Col("nameId")])
-    db.check_times(table, start, end)
+    db.check_times(table, start, end, corr=corr)
+    return Apis(start, end, tid, corr, nid)
+
+
+def named_apis(db: SqliteTables, fetched: Apis, keys: ProcessKeys) -> Apis:
+    """The calls with names mapped and correlation ids keyed by process, sorted by them."""
+    corr = keys.key(fetched.corr, _process_of(fetched.tid), "correlationId")
     order = np.argsort(corr, kind="stable")
-    return Apis(start[order], end[order], tid[order], corr[order], nid[order])
-
-
-def named_apis(db: SqliteTables, fetched: Apis) -> Apis:
-    return replace(fetched, name=db.remap(fetched.name))
+    return Apis(fetched.start[order], fetched.end[order], fetched.tid[order], corr[order], db.remap(fetched.name[order]))
 
 
 def read_ranges(db: SqliteTables) -> Ranges:
@@ -97,22 +161,39 @@ def read_ranges(db: SqliteTables) -> Ranges:
     return Ranges(start[order], end[order], tid[order], names[order])
 
 
-def read_records(db: SqliteTables) -> tuple[EventRecord, ...]:
-    table = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+EVENT_TABLE, SYNC_TABLE = "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+RECORD_COLS = [Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col("eventSyncId"), Col("globalPid")]
+SYNC_COLS = [Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col("syncType", 0), Col("eventSyncId"),
+             Col("start", None), Col("end", None), Col("globalPid")]
+
+
+def fetch_table(db: SqliteTables, table: str, cols: list[Col]) -> list[np.ndarray]:
+    """The columns, or empty ones when the export has no such table; the last column is globalPid,
+    turned into the process part."""
     if table not in db.tables:
-        return ()
-    cols = db.ints(table, [Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col("eventSyncId")])
+        return [np.zeros(0, dtype=np.int64) for _ in cols]
+    out = db.ints(table, cols)
+    return out[:-1] + [_process_of(out[-1])]
+
+
+def key_by_process(cols: list[np.ndarray], keys: ProcessKeys, at: dict[str, int]) -> list[np.ndarray]:
+    """Stream, correlation and event-sync columns (positions in `at`) keyed by the rows' process (last column)."""
+    out = list(cols)
+    for what, i in at.items():
+        out[i] = keys.key(cols[i], cols[-1], what)
+    return out
+
+
+def read_records(cols: list[np.ndarray]) -> tuple[EventRecord, ...]:
     order = np.argsort(cols[2], kind="stable")
-    return tuple(EventRecord(*r) for r in zip(*(c[order].tolist() for c in cols)))
+    return tuple(EventRecord(*r) for r in zip(*(c[order].tolist() for c in cols[:4])))
 
 
-def read_syncs(db: SqliteTables, apis: Apis) -> tuple[Sync, ...]:
-    table = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-    if table not in db.tables:
+def read_syncs(db: SqliteTables, cols: list[np.ndarray], apis: Apis) -> tuple[Sync, ...]:
+    if not len(cols[0]):
         return ()
-    cols = db.ints(table, [Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col("syncType", 0),
-                           Col("eventSyncId"), Col("start", None), Col("end", None)])
-    db.check_times(table, cols[5], cols[6])
+    db.check_times(SYNC_TABLE, cols[5], cols[6], corr=cols[2] & ((1 << PROCESS_SHIFT) - 1))
+    cols = cols[:7]
     order = np.argsort(cols[2], kind="stable")
     dev, stream, corr, stype, key, start, end = (c[order].tolist() for c in cols)
     found = apis.index_of(np.asarray(corr, dtype=np.int64))
@@ -166,15 +247,28 @@ def read_nsys_sqlite(path: Path) -> Trace:
         meta = read_meta(db)
         memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
         db.read_strings()
-        kernels = read_kernels(db)
+        kernels, k_proc, graph = read_kernels(db, allow_empty="TRACER_PRODUCER" in meta)
         ranges = read_ranges(db)
-        records = read_records(db)
-        apis = named_apis(db, fetching_apis.result())
-        syncs = read_syncs(db, apis)
+        rec_cols, sync_cols = fetch_table(db, EVENT_TABLE, RECORD_COLS), fetch_table(db, SYNC_TABLE, SYNC_COLS)
+        fetched = fetching_apis.result()
+        keys = ProcessKeys(path, k_proc, rec_cols[-1], sync_cols[-1], _process_of(fetched.tid))
+        raw_stream = kernels.stream
+        kernels = replace(kernels, stream=keys.key(kernels.stream, k_proc, "streamId"),
+                          corr=keys.key(kernels.corr, k_proc, "correlationId"))
+        check_correlation(path, kernels, graph)
+        rec_cols = key_by_process(rec_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 3})
+        sync_cols = key_by_process(sync_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 4})
+        records, apis = read_records(rec_cols), named_apis(db, fetched, keys)
+        syncs = read_syncs(db, sync_cols, apis)
+        mem = memory()
+        if mem is not None and keys.several:
+            raise TraceFormatError(f"{path}: memory access tables in a trace of {len(keys.procs)} processes "
+                                   "(tracer captures one process per file; a merged file is not supported)")
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
         return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
                      _count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), _count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta,
-                     record_errors(meta), memory())
+                     record_errors(meta), mem, keys.origins(kernels.stream, raw_stream, kernels.device, k_proc),
+                     keys.pids() if keys.several else ())
     finally:
         con.close()

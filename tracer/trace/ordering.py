@@ -20,9 +20,9 @@ from enum import Enum
 import numpy as np
 
 from tracer.trace.memory import QUERY_EVENT, QUERY_STREAM
-from tracer.trace.model import EventRecord, Sync, SyncKind, Trace
+from tracer.trace.model import EventRecord, Sync, SyncKind, Trace, process_index
 
-StreamKey = tuple[int, int]  # (device, stream)
+StreamKey = tuple[int, int]  # (device, stream key: trace-unique, its process above PROCESS_SHIFT)
 HOST_KINDS = (SyncKind.STREAM, SyncKind.EVENT, SyncKind.CONTEXT)
 
 
@@ -239,8 +239,8 @@ class OrderingIndex:
         return None
 
     def _covers(self, y: Sync, p_key: StreamKey, p_corr: int) -> bool:
-        if y.kind is SyncKind.CONTEXT:
-            return y.device == p_key[0]
+        if y.kind is SyncKind.CONTEXT:  # a context is one process's work on the device
+            return y.device == p_key[0] and process_index(y.corr) == process_index(p_key[1])
         if y.kind is SyncKind.STREAM:
             return (y.device, y.stream) == p_key
         rec = self.records.get(y.key)  # EVENT: the record must follow the producer on its stream
@@ -254,7 +254,8 @@ class OrderingIndex:
         dev, stream = self.streams[x]
         rows = []
         for y in self._host:
-            if y.kind is SyncKind.CONTEXT and y.device == dev or y.kind is SyncKind.STREAM and (y.device, y.stream) == (dev, stream):
+            context = y.kind is SyncKind.CONTEXT and y.device == dev and process_index(y.corr) == process_index(stream)
+            if context or y.kind is SyncKind.STREAM and (y.device, y.stream) == (dev, stream):
                 rows.append((y.corr, y.corr, y.end, y.tid))
             elif y.kind is SyncKind.EVENT:
                 rec = self.records.get(y.key)

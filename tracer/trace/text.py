@@ -3,6 +3,7 @@ verdict, then the streams; about a screen long whatever the trace's size (`--jso
 from __future__ import annotations
 
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
+from tracer.trace.model import Trace, raw_id
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -11,19 +12,28 @@ SHOWN_STREAMS = 10
 ORDER = (Verdict.UNORDERED, *(v for v in Verdict if v is not Verdict.UNORDERED))  # what matters first
 
 
-def edge_text(edge: Edge | None) -> str:
-    """What orders a pair, in words (never a dict)."""
+def edge_text(edge: Edge | None, trace: Trace | None = None) -> str:
+    """What orders a pair, in words (never a dict); with the trace, streams named by process too."""
     if edge is None:
         return "nothing orders them"
     kind = getattr(edge.kind, "value", edge.kind)
     if kind == "stream-order":
         return "stream order"
     if kind == "event":
-        return (f"event recorded on stream {edge.record_stream} (corr {edge.record_corr}), "
-                f"waited on stream {edge.wait_stream} (corr {edge.wait_corr})")
+        return (f"event recorded on {stream_text(edge.record_stream, trace)} (corr {raw(edge.record_corr)}), "
+                f"waited on {stream_text(edge.wait_stream, trace)} (corr {raw(edge.wait_corr)})")
     if kind == "host-sync":
         return f"host synchronisation ({edge.api or 'unknown API'})"
     return str(kind)
+
+
+def stream_text(key: int | None, trace: Trace | None) -> str:
+    """`stream 7`, or `pid 1234 stream 7` in a trace of several processes."""
+    return f"stream {key}" if trace is None or key is None else trace.stream_label(key)
+
+
+def raw(corr: int | None) -> int | None:
+    return None if corr is None else raw_id(corr)
 
 
 def pair_spec_text(spec: PairSpec) -> str:
@@ -37,15 +47,18 @@ def counts_text(counts: dict[str, int]) -> str:
                      for v in ORDER if v.value in counts)
 
 
-def pair_line(p: PairVerdict) -> str:
-    return (f"{p.producer} [stream {p.producer_stream}] -> {p.consumer} [stream {p.consumer_stream}], "
+def pair_line(p: PairVerdict, trace: Trace | None = None) -> str:
+    return (f"{p.producer} [{stream_text(p.producer_stream, trace)}] -> {p.consumer} [{stream_text(p.consumer_stream, trace)}], "
             f"gap {p.gap_ns / 1e3:.1f} us")
 
 
 def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
-    lines = [f"  {'device':>6} {'stream':>8} {'kernels':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
+    several = any(s.raw_stream is not None for s in streams)
+    lines = [f"  {'device':>6} {'pid':>8}" * several + f"  {'device':>6}" * (not several) +
+             f" {'stream':>8} {'kernels':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
     for s in streams[:SHOWN_STREAMS]:
-        lines.append(f"  {s.device:>6} {s.stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
+        who = f"{s.device:>6} {s.pid:>8}" if several else f"{s.device:>6}"
+        lines.append(f"  {who} {s.stream if s.raw_stream is None else s.raw_stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
                      f"{s.max_gap_ns / 1e6:>11.3f}")
     if len(streams) > SHOWN_STREAMS:
         lines.append(f"  ... {len(streams) - SHOWN_STREAMS} more streams (--json lists all)")
@@ -55,12 +68,12 @@ def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
 def verdict_lines(a: Analysis) -> list[str]:
     unordered = [p for p in a.pairs if p.verdict is Verdict.UNORDERED]  # for `all`, the listed ones
     lines = [f"UNORDERED: {a.unordered} pair(s)" + (" (nothing orders the consumer after its producer)" if a.unordered else "")]
-    lines += [f"  {pair_line(p)}" for p in unordered[:SHOWN_UNORDERED]]
+    lines += [f"  {pair_line(p, a.trace)}" for p in unordered[:SHOWN_UNORDERED]]
     if a.unordered > SHOWN_UNORDERED:
         lines.append(f"  ... {a.unordered - SHOWN_UNORDERED} more (--json lists up to 200)")
     for v in ORDER[1:]:
         first = next((p for p in a.pairs if p.verdict is v), None)
-        example = f"; e.g. {pair_line(first)} by {edge_text(first.edge)}" if first else ""
+        example = f"; e.g. {pair_line(first, a.trace)} by {edge_text(first.edge, a.trace)}" if first else ""
         lines.append(f"{v.value}: {a.pair_counts.get(v.value, 0)}{example}")
     return lines
 
@@ -70,7 +83,9 @@ def format_analysis(a: Analysis) -> str:
     lines = [f"{t.source}: {t.producer}",
              f"pairs ({pair_spec_text(a.pair_spec)}): {counts_text(a.pair_counts)}",
              *verdict_lines(a),
-             f"{len(t.kernels)} kernels on {len(a.streams)} stream(s), {len(t.ranges.start)} NVTX ranges, "
+             f"{len(t.kernels)} kernels on {len(a.streams)} stream(s)"
+             + (f" of {len(t.processes)} processes (pids {', '.join(map(str, t.processes))})" if t.multi_process else "") + ", "
+             f"{len(t.ranges.start)} NVTX ranges, "
              f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch "
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",

@@ -504,7 +504,8 @@ def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat:
     """`prefix`: the process of a job ("rank 0"), which labels the lane 'rank 0 GPU 0 stream 7'."""
     st, en = frame.start_us[idx], frame.end_us[idx]
     n, empty = len(idx), np.zeros(0)
-    name = f"{prefix} GPU {key[0]} stream {key[1]}" if prefix else f"GPU{key[0]} stream {key[1]}"
+    stream = a.trace.stream_label(key[1])
+    name = f"{prefix} GPU {key[0]} {stream}" if prefix else f"GPU{key[0]} {stream}"
     if n > MAX_BARS_PER_LANE:
         mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
         return Lane(f"{name} ({_plural(n, 'kernel')}, mixed per column)", key[0], key[1],
