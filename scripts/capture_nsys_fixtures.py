@@ -1,0 +1,105 @@
+"""Nsight Systems captures for tests/data/nsys/: `tracer trace run --backend nsys` on the seed
+workloads and the torch programs of tests/gpu/programs (two streams with events, a capture
+range, two processes on one GPU), and `tracer trace import` of one of its .nsys-rep reports.
+
+Run on a GPU machine where nsys writes reports (`tracer doctor`, `tracer doctor --fix-nsys`):
+    python scripts/capture_nsys_fixtures.py OUT [--runs DIR]
+--runs DIR: take the captures scripts/bench_nsys_vs_cupti.py already made in DIR/runs (the same
+commands) instead of making them again. Writes OUT/<name>.sqlite and OUT/captures.json (the
+command, exit, seconds, nsys version, kernels and size of each).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRAMS = ROOT / "tests" / "gpu" / "programs"
+SEED = ["--shape", "1024x1024x1024", "--steps", "2"]
+TRAIN = ["--", sys.executable, str(PROGRAMS / "nsys_train.py")]
+# fixture: (the bench's run directory that holds the same capture, `trace run` arguments)
+TARGETS = {
+    "event_ordered_dgrad": ("event_ordered_dgrad-nsys", ["--cuda-event-trace", "event_ordered_dgrad", *SEED]),
+    "event_ordered_dgrad_no_event_trace": (None, ["event_ordered_dgrad", *SEED]),
+    "planted_cross_stream": ("planted_cross_stream-nsys", ["--cuda-event-trace", "planted_cross_stream", *SEED]),
+    "nsys_train": ("nsys_train-nsys", ["--cuda-event-trace", "--pairs", "all", *TRAIN]),
+    "nsys_train_range": (None, ["--cuda-event-trace", "--capture-range", "profile", "--pairs", "all", *TRAIN]),
+    "nsys_two_procs": ("nsys_two_procs-nsys", ["--cuda-event-trace", "--pairs", "all", "--", sys.executable,
+                                               str(PROGRAMS / "nsys_two_procs.py")]),
+}
+
+
+def trace_run(run_dir: Path, args: list[str], timeout: float) -> dict[str, object]:
+    argv = [sys.executable, "-m", "tracer", "trace", "run", "--backend", "nsys", "-o", str(run_dir), *args]
+    t0 = time.perf_counter()
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    (run_dir.parent / f"{run_dir.name}.log").write_text(res.stdout + res.stderr)
+    return {"argv": shown(argv[3:]), "exit": res.returncode, "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def shown(argv: list[str]) -> list[str]:
+    """argv as the docs show it: `python` and paths from the repository's root."""
+    return ["python" if a == sys.executable else a.replace(f"{ROOT}/", "") for a in argv]
+
+
+def describe(db: Path) -> dict[str, object]:
+    con = sqlite3.connect(db)
+    try:
+        meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
+        kernels, procs = con.execute("SELECT count(*), count(DISTINCT globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
+    finally:
+        con.close()
+    return {"nsys": meta.get("EXPORT_PRODUCT_VERSION"), "schema": meta.get("EXPORT_SCHEMA_VERSION"),
+            "kernels": kernels, "processes": procs, "bytes": db.stat().st_size}
+
+
+def import_report(out: Path, runs: Path, timeout: float) -> dict[str, object]:
+    """`tracer trace import` of a copy of nsys_train's .nsys-rep (no .sqlite beside it: nsys exports it)."""
+    rep = next(runs.glob("nsys_train*/trace.nsys-rep"), None)
+    if rep is None:
+        return {"error": "no nsys_train report to import"}
+    folder = out / "import"
+    folder.mkdir(exist_ok=True)
+    copy = folder / "nsys_train.nsys-rep"
+    shutil.copyfile(rep, copy)
+    argv = [sys.executable, "-m", "tracer", "trace", "import", str(copy), "-o", str(folder / "run"), "--json"]
+    res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
+    (folder / "import.log").write_text(res.stdout + res.stderr)
+    verdict = json.loads(res.stdout) if res.returncode == 0 else {}
+    return {"exit": res.returncode, "kernels": verdict.get("kernels"), "report_bytes": copy.stat().st_size}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--runs", type=Path, help="the bench's output folder, whose runs/ to reuse")
+    ap.add_argument("--timeout", type=float, default=120)
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    runs = (args.runs or args.out) / "runs"
+    runs.mkdir(parents=True, exist_ok=True)
+    summary: dict[str, object] = {}
+    for name, (bench_dir, targs) in TARGETS.items():
+        run_dir = runs / (bench_dir or f"{name}-nsys")
+        made = trace_run(run_dir, targs, args.timeout) if not (run_dir / "trace.sqlite").is_file() else {
+            "argv": shown(["trace", "run", "--backend", "nsys", *targs]), "from": "bench"}
+        db = run_dir / "trace.sqlite"
+        if db.is_file():
+            shutil.copyfile(db, args.out / f"{name}.sqlite")
+            made |= describe(db)
+        summary[name] = made
+        print(name, json.dumps(made), flush=True)
+    summary["import"] = import_report(args.out, runs, args.timeout)
+    print("import", json.dumps(summary["import"]), flush=True)
+    (args.out / "captures.json").write_text(json.dumps(summary, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
