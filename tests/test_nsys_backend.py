@@ -182,7 +182,10 @@ def test_trace_run_with_nsys(tmp_path: Path, layout: dict[str, Path], monkeypatc
                              capsys: pytest.CaptureFixture[str]) -> None:
     lacking_elfutils(monkeypatch)
     monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
-    nsys_libs.prepare(drgn_wheel(tmp_path, VENDORED))
+    site = tmp_path / "site"
+    with zipfile.ZipFile(drgn_wheel(tmp_path, VENDORED + OTHERS)) as whl:
+        whl.extractall(site)
+    monkeypatch.setattr(nsys_libs, "installed_drgn", lambda: ("drgn 0.3.0 (installed)", sorted(site.glob("drgn.libs/*"))))
     run = tmp_path / "run"
     assert main(["trace", "run", "--backend", "nsys", "--cuda-event-trace", "--pairs", "all", "-o", str(run),
                  "--", "python", "train.py"]) == 0
@@ -191,6 +194,8 @@ def test_trace_run_with_nsys(tmp_path: Path, layout: dict[str, Path], monkeypatc
                                                cuda_event_trace=True)[1:]
     assert called["env"]["LD_LIBRARY_PATH"].split(":")[0] == str(tmp_path / "cache" / "nsys-libs")
     assert called["env"]["NSYS_NVTX_PROFILER_REGISTER_ONLY"] == "0"
+    assert (f"tracer: nsys: prepared libdw.so.1, libelf.so.1 in {tmp_path / 'cache' / 'nsys-libs'} (elfutils 0.196 from "
+            "drgn 0.3.0 (installed)) for its QdstrmImporter") in capsys.readouterr().err
     verdict = json.loads((run / "verdict.json").read_text())
     assert verdict["hazards"] == {"memory": False, "note": NSYS_NOTE} and verdict["kernels"] > 0
     assert (run / "trace.nsys-rep").is_file() and "nsys-libs" in (run / "logs" / "nsys.txt").read_text()

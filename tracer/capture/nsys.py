@@ -149,9 +149,8 @@ def profile_argv(nsys: str, output_base: Path, command: list[str], *, cuda_event
 def require_writer() -> NsysWriter:
     """The writer for a capture; prepares the libraries from an installed drgn when that is all it lacks."""
     writer = find_writer(prepare=True)
-    if writer.prepared_now:
-        print(f"tracer: nsys: prepared {writer.libs.describe() if writer.libs else ''} for QdstrmImporter",
-              file=sys.stderr)
+    if writer.prepared_now and writer.libs is not None:
+        print(f"tracer: nsys: prepared {writer.libs.describe()} for its QdstrmImporter", file=sys.stderr)
     return writer
 
 
