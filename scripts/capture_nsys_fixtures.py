@@ -46,11 +46,11 @@ TARGETS = {
 
 
 def trace_run(run_dir: Path, args: list[str], timeout: float) -> dict[str, object]:
-    argv = [sys.executable, "-m", "tracer", "trace", "run", *args, "-o", str(run_dir)]
+    argv = [sys.executable, "-m", "tracer", "trace", "run", "-o", str(run_dir), *args]  # -o before a `--`
     t0 = time.perf_counter()
     res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout)
     (run_dir.parent / f"{run_dir.name}.log").write_text(res.stdout + res.stderr)
-    return {"argv": shown(argv[3:-2]), "exit": res.returncode, "seconds": round(time.perf_counter() - t0, 1)}
+    return {"argv": shown([*argv[3:5], *args]), "exit": res.returncode, "seconds": round(time.perf_counter() - t0, 1)}
 
 
 def shown(argv: list[str]) -> list[str]:
@@ -100,7 +100,8 @@ def describe(db: Path) -> dict[str, object]:
         kernels, procs = con.execute("SELECT count(*), count(DISTINCT globalPid) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone()
     finally:
         con.close()
-    return {"nsys": meta.get("EXPORT_PRODUCT_VERSION"), "schema": meta.get("EXPORT_SCHEMA_VERSION"),
+    made_by = "tracer" if "TRACER_PRODUCER" in meta else "nsys"  # a CUPTI twin, or an nsys export
+    return {made_by: meta.get("EXPORT_PRODUCT_VERSION"), "schema": meta.get("EXPORT_SCHEMA_VERSION"),
             "kernels": kernels, "processes": procs, "bytes": db.stat().st_size}
 
 

@@ -121,3 +121,31 @@ def test_import_of_an_nsys_export(capsys: pytest.CaptureFixture[str], tmp_path: 
     saved = json.loads((run / "verdict.json").read_text())
     assert saved["kernels"] == CAPTURES["nsys_train"]["kernels"] and saved["producer"].startswith("nsys 2025.3")
     assert json.loads((run / "command.json").read_text())["backend"] == "import"
+
+
+@pytest.mark.parametrize("name", ["event_ordered_dgrad", "planted_cross_stream", "nsys_train"])
+def test_nsys_and_cupti_captures_of_one_program_agree(capsys: pytest.CaptureFixture[str], name: str) -> None:
+    """The same program under both backends (cupti_*: `--backend cupti --memory`, captured in the
+    same session): the same kernels, ranges, edges and ordering verdicts; hazards only from CUPTI."""
+    pairs = ["--pairs", "all"] if name == "nsys_train" else SEED_PAIRS
+    n, c = verdict(capsys, name, *pairs), verdict(capsys, f"cupti_{name}", *pairs)
+    assert c["producer"].startswith("tracer-cupti") and n["producer"].startswith("nsys 2025.3")
+    for key in ("kernels", "nvtx_ranges", "unattributed", "event_edges", "pair_counts"):
+        assert n[key] == c[key], key
+    assert [s["kernels"] for s in n["streams"]] == [s["kernels"] for s in c["streams"]]
+    mangled = "SELECT m.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds m ON m.id = k.mangledName ORDER BY 1"
+    assert rows(name, mangled) == rows(f"cupti_{name}", mangled)  # the demangled names differ in spelling only
+    assert c["hazards"]["memory"] is True and n["hazards"] == {"memory": False, "note": NSYS_NOTE}
+
+
+def test_tracer_names_kernels_as_nsys_does() -> None:
+    """The CUPTI backend demangles and shortens kernel names itself: on every kernel of the nsys
+    captures its short name is nsys's shortName (templates, lambdas, anonymous namespaces)."""
+    from tracer.capture.demangle import demangle, short_name
+
+    pairs = set()
+    for name in ("event_ordered_dgrad", "planted_cross_stream", "nsys_train", "nsys_two_procs"):
+        pairs |= set(rows(name, "SELECT DISTINCT m.value, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                                "JOIN StringIds m ON m.id = k.mangledName JOIN StringIds s ON s.id = k.shortName"))
+    assert len(pairs) > 50 and any("(anonymous namespace)" in demangle(m) for m, _ in pairs)
+    assert {m: short_name(demangle(m)) for m, _ in pairs} == dict(pairs)
