@@ -9,6 +9,7 @@ import json
 import shutil
 import sqlite3
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,13 +23,19 @@ TRAIN = [sys.executable, str(PROGRAMS / "nsys_train.py")]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def writer() -> None:
+def writer(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """An nsys that writes reports, its library folder (if it needs one) prepared in a cache of
+    this module's own: a prepared folder in the real cache would turn other tests' `--backend
+    auto` into nsys."""
     from tracer.capture.nsys import find_writer
 
-    try:
-        find_writer(prepare=True)
-    except ToolMissingError as exc:
-        pytest.skip(f"nsys cannot write reports here: {exc}")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("TRACER_CACHE_DIR", str(tmp_path_factory.mktemp("cache")))
+        try:
+            find_writer(prepare=True)
+        except ToolMissingError as exc:
+            pytest.skip(f"nsys cannot write reports here: {exc}")
+        yield
 
 
 def rows(db: Path, sql: str) -> list[tuple]:
