@@ -196,6 +196,10 @@ def advise(checks: list[Check]) -> tuple[str, ...]:
         return tuple(out)
     if not (by["cupti-python"].found and by["libcupti"].found) and not by["nsys can write reports"].found:
         out.append("trace run needs cupti-python (pip install 'tracer-nsight[cupti]') or a full Nsight Systems")
+    writer = by["nsys can write reports"]
+    if by["nsys"].found and not writer.found and "libdw" in writer.hint:
+        out.append("trace run --backend nsys: its QdstrmImporter lacks elfutils; `tracer doctor --fix-nsys` supplies it "
+                   "(from drgn: pip install 'tracer-nsight[nsys]', or --from drgn-*.whl)")
     if not by["compute-sanitizer"].found:
         out.append("sanitize run needs compute-sanitizer (it ships with the CUDA toolkit)")
     return tuple(out)

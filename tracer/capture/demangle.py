@@ -42,6 +42,7 @@ def demangle(name: str) -> str:
 
 def short_name(demangled: str) -> str:
     """The bare function name, as nsys's shortName: no return type, namespaces, templates or arguments."""
+    demangled = demangled.replace("(anonymous namespace)", "{anonymous}")  # a namespace, not an argument list
     depth, cut = 0, len(demangled)
     for i, ch in enumerate(demangled):  # the argument list starts at the first '(' outside templates
         if ch == "<":

@@ -28,6 +28,8 @@ from tracer.trace.ordering import OrderingIndex, WaitPositions
 MAX_LISTED_HAZARDS = 200
 NO_FRONTIER = np.iinfo(np.int64).min
 NO_MEMORY_NOTE = "hazards: the trace has no memory access sets (capture with `trace run --memory`); not checked"
+NSYS_NOTE = ("hazards: an Nsight Systems capture has no memory access sets, so no hazard can be judged from it "
+             "(ordering only); capture with `trace run --backend cupti --memory`; not checked")
 
 
 class HazardKind(str, Enum):
@@ -108,6 +110,7 @@ class Hazards:
     host_queries: int = 0
     unmatched_queries: int = 0
     graph_kernels: tuple[int, int] = (0, 0)  # kernels replayed from CUDA graphs, and those of them without a memory set
+    note: str = NO_MEMORY_NOTE  # why not, without memory sets
 
     @property
     def found(self) -> int:
@@ -116,7 +119,7 @@ class Hazards:
 
     def to_json(self) -> dict[str, object]:
         if not self.memory:
-            return {"memory": False, "note": NO_MEMORY_NOTE}
+            return {"memory": False, "note": self.note}
         return {"memory": True, "kernels_with_memory": self.kernels_with_memory,
                 "kernels_without_memory": self.kernels_without_memory, "unjudged_kernels": self.unjudged,
                 "launch_unknown": [{"kernel": k, "count": n, "reason": r} for k, n, r in self.launch_unknown],
@@ -126,7 +129,7 @@ class Hazards:
 
     def failures(self) -> list[str]:
         if not self.memory:
-            return ["hazards cannot be checked: the trace has no memory access sets (capture with --memory)"]
+            return [f"hazards cannot be checked: {self.note.removeprefix('hazards: ').removesuffix('; not checked')}"]
         out = [f"{self.found} cross-stream memory hazard(s)"] if self.found else []
         if self.unjudged:
             out.append(f"{self.unjudged} kernel(s) on multi-stream devices have no memory access set: hazards unknown for them")
@@ -139,7 +142,7 @@ class Hazards:
 
     def text_lines(self, shown: int = 20) -> list[str]:
         if not self.memory:
-            return [NO_MEMORY_NOTE]
+            return [self.note]
         c = dict(self.counts)
         lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); "
                  f"{self.kernels_with_memory} kernels with memory sets, {self.kernels_without_memory} without"]
@@ -312,7 +315,7 @@ def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, fr
 def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazards:
     memory = trace.memory
     if memory is None or not memory.recorded:
-        return Hazards(memory=False)
+        return Hazards(memory=False, note=NSYS_NOTE if trace.producer.startswith("nsys ") else NO_MEMORY_NOTE)
     rows, with_memory = access_rows(trace, index, memory)
     found = _search_all(index, rows)
     p, c = _cat(found.producer), _cat(found.consumer)
