@@ -194,11 +194,16 @@ def export_sqlite(rep: Path) -> Path:
         if found is None:
             raise ToolMissingError(f"{rep}: reading .nsys-rep needs nsys (install Nsight Systems) to export it to SQLite") from None
         nsys, env = found, dict(os.environ)
-    argv = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(rep)]
-    with tempfile.TemporaryDirectory(prefix="tracer-nsys-") as folder:
-        tmp = Path(folder)
-        res = proc.run(argv, timeout=600, stdout_path=tmp / "stdout", stderr_path=tmp / "stderr", env=env)
-        err = res.stderr()
-    if res.returncode != 0 or not out.is_file():
-        raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {err.strip()[:300]}")
+    partial = out.with_name(f".{out.stem}.partial-{os.getpid()}.sqlite")  # renamed when complete
+    argv = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(rep)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="tracer-nsys-") as folder:
+            tmp = Path(folder)
+            res = proc.run(argv, timeout=600, stdout_path=tmp / "stdout", stderr_path=tmp / "stderr", env=env)
+            err = res.stderr()
+        if res.returncode != 0 or not partial.is_file():
+            raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {err.strip()[:300]}")
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     return out
