@@ -34,6 +34,9 @@ if sys.argv[1:] == ["--version"]:
 keys = ("LD_LIBRARY_PATH", "NSYS_NVTX_PROFILER_REGISTER_ONLY")
 json.dump({{"argv": sys.argv[1:], "env": {{k: os.environ.get(k) for k in keys}}}}, open(cfg["record"], "w"))
 out = sys.argv[sys.argv.index("--output") + 1]
+if sys.argv[1] == "export" and cfg.get("export_fails"):
+    open(out, "w").write("half")
+    sys.exit("export: cannot read the report")
 if sys.argv[1] == "export":
     shutil.copyfile(cfg["fixture"], out)
 elif cfg.get("qdstrm"):
@@ -222,3 +225,13 @@ def test_import_of_a_report_exports_it_with_the_writers_env(tmp_path: Path, layo
     called = json.loads(layout["called"].read_text())
     assert called["argv"][:2] == ["export", "--type"] and called["env"]["LD_LIBRARY_PATH"].endswith("nsys-libs")
     assert json.loads((tmp_path / "imported" / "verdict.json").read_text())["kernels"] == 92
+
+
+def test_a_failed_export_is_an_error_and_leaves_nothing(tmp_path: Path, layout: dict[str, Path],
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    layout["config"].write_text(json.dumps(json.loads(layout["config"].read_text()) | {"export_fails": True}))
+    rep = tmp_path / "broken.nsys-rep"
+    rep.write_bytes(b"report")
+    assert main(["trace", "import", str(rep), "-o", str(tmp_path / "imported")]) == 6
+    assert "nsys export failed (exit 1): export: cannot read the report" in capsys.readouterr().err
+    assert sorted(p.name for p in tmp_path.iterdir() if p.suffix == ".sqlite" or ".partial" in p.name) == []

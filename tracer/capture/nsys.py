@@ -45,8 +45,9 @@ class NsysWriter:
     libs: nsys_libs.Prepared | None  # None: the importer loads as installed
     prepared_now: bool = False  # tracer copied the libraries in this call
 
-    def env(self, base: dict[str, str] | None = None) -> dict[str, str]:
-        env = dict(os.environ if base is None else base) | CHILD_ENV
+    def env(self) -> dict[str, str]:
+        """tracer's environment for the nsys child, with CHILD_ENV and the library folder."""
+        env = dict(os.environ) | CHILD_ENV
         if self.libs is not None:
             env["LD_LIBRARY_PATH"] = os.pathsep.join(p for p in (str(self.libs.folder), env.get("LD_LIBRARY_PATH", "")) if p)
         return env
@@ -110,26 +111,24 @@ def find_writer(prepare: bool = False, source: Path | None = None) -> NsysWriter
     missing = missing_libraries(importer)
     if not missing:
         return NsysWriter(nsys, importer, None)
+    cannot = f"{importer} cannot load {', '.join(missing)}, so {nsys} cannot write reports"
     if set(missing) - set(nsys_libs.SONAMES):
-        raise ToolMissingError(f"{importer} cannot load {', '.join(missing)}, so {nsys} cannot write reports; "
-                               "use --backend cupti")
+        raise ToolMissingError(f"{cannot}; use --backend cupti")
     libs, fresh = nsys_libs.cached(), False
     if (libs is None or source is not None) and prepare:
         libs, fresh = nsys_libs.prepare(source), True
     if libs is None:
-        raise ToolMissingError(f"{importer} cannot load {', '.join(missing)}, so {nsys} cannot write reports: "
-                               f"{nsys_libs.HOW}; or use --backend cupti")
+        raise ToolMissingError(f"{cannot}: {nsys_libs.HOW}; or use --backend cupti")
     still = missing_libraries(importer, libs.folder)
     if still:
-        raise ToolMissingError(f"{importer} still cannot load {', '.join(still)} with {libs.describe()}; "
-                               "use --backend cupti")
+        raise ToolMissingError(f"{importer} still cannot load {', '.join(still)} with {libs.describe()}; use --backend cupti")
     return NsysWriter(nsys, importer, libs, fresh)
 
 
-def importer_status(prepare: bool = False) -> tuple[bool, str]:
-    """(can nsys write reports, which one and how, or why not)."""
+def importer_status() -> tuple[bool, str]:
+    """(can nsys write reports as things stand, which one and how, or why not); prepares nothing."""
     try:
-        return True, find_writer(prepare).describe()
+        return True, find_writer().describe()
     except ToolMissingError as exc:
         return False, str(exc)
 
@@ -195,11 +194,16 @@ def export_sqlite(rep: Path) -> Path:
         if found is None:
             raise ToolMissingError(f"{rep}: reading .nsys-rep needs nsys (install Nsight Systems) to export it to SQLite") from None
         nsys, env = found, dict(os.environ)
-    argv = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(out), str(rep)]
-    with tempfile.TemporaryDirectory(prefix="tracer-nsys-") as folder:
-        tmp = Path(folder)
-        res = proc.run(argv, timeout=600, stdout_path=tmp / "stdout", stderr_path=tmp / "stderr", env=env)
-        err = res.stderr()
-    if res.returncode != 0 or not out.is_file():
-        raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {err.strip()[:300]}")
+    partial = out.with_name(f".{out.stem}.partial-{os.getpid()}.sqlite")  # renamed when complete
+    argv = [nsys, "export", "--type", "sqlite", "--force-overwrite", "true", "--output", str(partial), str(rep)]
+    try:
+        with tempfile.TemporaryDirectory(prefix="tracer-nsys-") as folder:
+            tmp = Path(folder)
+            res = proc.run(argv, timeout=600, stdout_path=tmp / "stdout", stderr_path=tmp / "stderr", env=env)
+            err = res.stderr()
+        if res.returncode != 0 or not partial.is_file():
+            raise TraceFormatError(f"{rep}: nsys export failed (exit {res.returncode}): {err.strip()[:300]}")
+        partial.replace(out)
+    finally:
+        partial.unlink(missing_ok=True)
     return out
