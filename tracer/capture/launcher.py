@@ -159,12 +159,18 @@ class GpuUse(str, Enum):
 
 def gpu_use(pid: int, before: str) -> GpuUse:
     try:
-        links = [os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")]
+        fds = os.listdir(f"/proc/{pid}/fd")
     except FileNotFoundError:  # gone meanwhile: what was known
         return GpuUse(before)
     except OSError:
         return GpuUse.UNKNOWN if before != GpuUse.NOT_SEEN.value else GpuUse.NOT_SEEN
-    return GpuUse.YES if any(DEVICE_FILE.match(link) for link in links) else GpuUse.NOT_SEEN
+    for fd in fds:
+        try:
+            if DEVICE_FILE.match(os.readlink(f"/proc/{pid}/fd/{fd}")):
+                return GpuUse.YES
+        except OSError:  # closed meanwhile
+            continue
+    return GpuUse.NOT_SEEN
 
 
 def _cmdline(pid: int) -> list[str]:
