@@ -23,16 +23,16 @@ if [ -n "$K" ]; then
   timeout 400 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "$K" --junitxml "$W/tests.xml" > "$W/tests.log" 2>&1
   echo "tests rc=$?" >> "$W/exits.txt"
 else
-  timeout 300 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "every_ending" --junitxml "$W/tests-a.xml" > "$W/tests-a.log" 2>&1 &
+  timeout 210 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "every_ending" --junitxml "$W/tests-a.xml" > "$W/tests-a.log" 2>&1 &
   A=$!
-  timeout 300 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "not every_ending" --junitxml "$W/tests-b.xml" > "$W/tests-b.log" 2>&1 &
+  timeout 210 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "not every_ending" --junitxml "$W/tests-b.xml" > "$W/tests-b.log" 2>&1 &
   B=$!
   wait $A; echo "tests-a rc=$?" >> "$W/exits.txt"
   wait $B; echo "tests-b rc=$?" >> "$W/exits.txt"
 fi
 echo "tests took $(( $(date +%s) - $(cat $W/t0) )) s" >> "$W/exits.txt"
 if [ -z "$K" ] || [ "${BENCH:-0}" = 1 ]; then
-  timeout 150 python3 scripts/bench_flush.py --steps 3000 --repeats 2 --json "$W/bench_flush.json" > "$W/bench_flush.txt" 2>&1
+  timeout 100 python3 scripts/bench_flush.py --steps 3000 --repeats 2 --json "$W/bench_flush.json" > "$W/bench_flush.txt" 2>&1
   echo "bench rc=$?" >> "$W/exits.txt"
 fi
 nvidia-smi -L > "$W/gpu.txt" 2>&1; python3 -c "import torch; print(torch.__version__)" >> "$W/gpu.txt" 2>&1
