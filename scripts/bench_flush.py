@@ -29,6 +29,7 @@ MODES: dict[str, CaptureOptions | None] = {
     "untraced": None,
     "old 2s/sync 2s": replace(BASE, flush_s=2.0, sync_flush_s=2.0),
     "new 0.5s/sync 0.1s": BASE,
+    "0.5s/sync 0.25s": replace(BASE, sync_flush_s=0.25),
     "eager 0.1s/every sync": replace(BASE, flush_s=0.1, sync_flush_s=0.0),
 }
 PROGRAM = textwrap.dedent("""

@@ -2,7 +2,9 @@
 # Issue #32 on the GPU machine in one call: the GPU tests of every ending (tests/gpu/test_crash_gpu.py,
 # in two pytest processes side by side) and then, alone on the machine, the flush-interval bench
 # (scripts/bench_flush.py). Everything lands in $OUT/crash.tgz (logs, junit XML, bench JSON).
-#   bash scripts/device_crash.sh [pytest -k expression]
+#   bash scripts/device_crash.sh [pytest -k expression | demo]
+#   demo: the bench alone ($REPEATS repeats, default 3) and the text `trace run` prints for a hung
+#         two-rank gloo job and a segfault (docs/crash-and-hang.md quotes them)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}
@@ -19,6 +21,20 @@ fi
 K=${1:-}
 T=tests/gpu/test_crash_gpu.py
 date +%s > "$W/t0"
+if [ "$K" = demo ]; then
+  timeout 150 python3 scripts/bench_flush.py --steps 3000 --repeats "${REPEATS:-3}" --json "$W/bench_flush.json" > "$W/bench_flush.txt" 2>&1
+  echo "bench rc=$?" >> "$W/exits.txt"
+  timeout 80 python3 -m tracer trace run --backend cupti --timeout 40 -o /tmp/demo-gloo -- python3 -m torch.distributed.run \
+    --nproc-per-node 2 tests/gpu/programs/gloo_hang.py > "$W/gloo.out" 2> "$W/gloo.err"
+  echo "gloo rc=$?" >> "$W/exits.txt"
+  timeout 60 python3 -m tracer trace run --backend cupti -o /tmp/demo-segv -- python3 tests/gpu/programs/crash_ends.py segv \
+    > "$W/segv.out" 2> "$W/segv.err"
+  echo "segv rc=$?" >> "$W/exits.txt"
+  cp /tmp/demo-gloo/verdict.json "$W/gloo-verdict.json" 2>/dev/null
+  tail -3 "$W/exits.txt" "$W/bench_flush.txt"
+  tar -C /tmp -czf "$OUT/crash.tgz" crash-out
+  exit 0
+fi
 if [ -n "$K" ]; then
   timeout 400 python3 -m pytest -q -rA -p no:cacheprovider "$T" -k "$K" --junitxml "$W/tests.xml" > "$W/tests.log" 2>&1
   echo "tests rc=$?" >> "$W/exits.txt"
