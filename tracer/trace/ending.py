@@ -32,8 +32,11 @@ class StreamEnd:
                 "last_end_ns": self.last_end_ns, "unfinished": list(self.unfinished)}
 
     def line(self) -> str:
-        last = ", ".join(self.last) if self.last else "no kernel finished"
-        never = f"; NEVER FINISHED: {', '.join(self.unfinished)}" if self.unfinished else ""
+        """Kernel names shortened as the timeline's legend does (the JSON keeps them whole)."""
+        from tracer.trace.timeline import short_name
+
+        last = ", ".join(short_name(n, 60) for n in self.last) if self.last else "no kernel finished"
+        never = f"; NEVER FINISHED: {', '.join(short_name(n, 60) for n in self.unfinished)}" if self.unfinished else ""
         return f"stream {self.stream} (device {self.device}): last ran {last}{never}"
 
 
