@@ -259,3 +259,30 @@ def test_a_corrupt_unfinished_list_is_an_error_not_an_empty_answer(tmp_path: Pat
         con.execute("INSERT INTO META_DATA_EXPORT VALUES ('TRACER_UNFINISHED', '{not json')")
     with pytest.raises(TraceFormatError, match="TRACER_UNFINISHED is not JSON"):
         stream_ends(load_trace(path))
+
+
+def test_ctrl_c_stops_the_group_and_the_run_is_analysed_as_at_a_timeout(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import threading
+
+    from tracer.cli import main
+
+    argv, run = cli(monkeypatch, tmp_path, HANG, "--timeout", "120")
+    markers = tmp_path / "run"
+
+    def interrupt_once_hanging() -> None:  # Ctrl-C reaches tracer (the command runs in its own session)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            if any("hanging" in p.read_text() for p in markers.parent.glob(".run.partial-*/logs/stdout.log")):
+                break
+            time.sleep(0.1)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    threading.Thread(target=interrupt_once_hanging, daemon=True).start()
+    begun = time.monotonic()
+    code = main(argv)
+    err = capsys.readouterr().err
+    assert code == 8 and time.monotonic() - begun < 60, err
+    verdict = json.loads((run / "verdict.json").read_text())
+    assert verdict["stopped"] == "interrupt" and verdict["kernels"] == 2
+    assert verdict["ending"][0]["open_ranges"] == ["train step 2"] and "stopped at Ctrl-C" in err

@@ -79,11 +79,12 @@ class Recorded:
     analysis: Verdicts  # a JobAnalysis when the run directory reads as a job (procs/ of several ranks)
     captured: CaptureResult | None = None  # CUPTI: every process and how it ended
     endings: tuple[ProcessEnd, ...] = field(default=())  # where each traced process's streams stood at its end
+    proc: ProcResult | None = None  # how the command ran (None: imported)
 
     @property
     def stopped(self) -> str:
         """How tracer ended the run early ("timeout", "interrupt", "stop-after"), "" when it did not."""
-        return self.captured.proc.stopped if self.captured is not None else ""
+        return self.proc.stopped if self.proc is not None else ""
 
     @property
     def untraced(self) -> tuple[dict[str, Any], ...]:
@@ -217,7 +218,7 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
             "target_exit": res.returncode, "partial": bool(captured and captured.partial),
             "stopped": res.stopped or None, "ending": [e.to_json() for e in endings],
             "untraced": untraced_json(captured)})
-    return Recorded(req.output, res.returncode, analysis, captured, endings)
+    return Recorded(req.output, res.returncode, analysis, captured, endings, res)
 
 
 def untraced_json(captured: CaptureResult | None) -> list[dict[str, Any]] | None:
@@ -248,9 +249,9 @@ def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple
 
 def stop_error(rec: Recorded) -> TimedOut | None:
     """The exit-8 error of a run tracer stopped at --timeout or Ctrl-C, raised after its verdicts."""
-    if rec.stopped not in ("timeout", "interrupt") or rec.captured is None:
+    res = rec.proc
+    if res is None or rec.stopped not in ("timeout", "interrupt"):
         return None
-    res = rec.captured.proc
     why = f"killed at its --timeout of {res.limit_s:g} s" if rec.stopped == "timeout" else "stopped at Ctrl-C"
     return TimedOut(f"the traced command was {why} (the whole process group); its traces up to then were analysed "
                     f"as a partial run: {rec.run_dir}")
