@@ -35,6 +35,7 @@ SAMPLE_S = 0.2
 LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
 DEVICE_FILE = re.compile(r"^/dev/nvidia\d+$")
+MARKER_NAME = re.compile(r"-(\d+)(?:-r-?\d+)?\.json$")
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -82,10 +83,12 @@ def _proc_table() -> dict[int, tuple[int, int, str]]:
 
 class TreeSampler(threading.Thread):
     """Descendants of this process (and members of the sessions its children lead: orphans stay
-    there), sampled every SAMPLE_S seconds while the command runs."""
+    there), sampled every SAMPLE_S seconds while the command runs; those without a marker in
+    `procs` (untraced so far) are looked at for a GPU each time (gpu_use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, procs: Path | None = None) -> None:
         super().__init__(daemon=True, name="tracer-tree-sampler")
+        self.procs = procs
         self.me = os.getpid()
         self.seen: dict[int, dict[str, Any]] = {}
         self.root: int | None = None
@@ -126,12 +129,20 @@ class TreeSampler(threading.Thread):
         for pid in found - self.seen.keys():
             self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid),
                               "gpu": GpuUse.UNKNOWN.value}
-        now = time.time_ns()
+        now, traced = time.time_ns(), self._traced()
         for pid in found:
             info = self.seen[pid]
             info["last_seen_unix_ns"] = now
-            if info["gpu"] != GpuUse.YES.value:
+            if info["gpu"] != GpuUse.YES.value and pid not in traced:
                 info["gpu"] = gpu_use(pid, info["gpu"]).value
+
+    def _traced(self) -> set[int]:
+        """Pids with a marker (file names <host>-<pid>[-r<RANK>].json): one directory listing."""
+        try:
+            names = os.listdir(self.procs) if self.procs is not None else []
+        except OSError:
+            return set()
+        return {int(m.group(1)) for m in map(MARKER_NAME.search, names) if m}
 
     def adopt(self, leader: int) -> None:
         """The command's own process (proc.run's direct child, a session leader): its session's
@@ -446,7 +457,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
                                  name="tracer-environment")
     if describe:
         described.start()  # package versions (file reads): while the command runs
-    sampler = TreeSampler()
+    sampler = TreeSampler(procs)
     sampler.start()
     start = time.monotonic()
 
