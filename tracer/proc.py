@@ -75,13 +75,14 @@ def run(
     linger: Callable[[float, int], None] | None = None,
     stop_after: float | None = None,
     on_stop: Callable[[float], None] | None = None,
+    interruptible: bool = False,
 ) -> ProcResult:
     """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it. When
     the direct child exits, whatever it left running in its group is ended the same way, after
     `linger(deadline, pid)` returns where given (a caller waiting for its leftovers to finish their
     work, at most until `deadline`, the time.monotonic() of the timeout; `pid`: the direct child's,
     also the id of the session and group its leftovers are in). Ctrl-C (KeyboardInterrupt) ends
-    the group as the timeout does (`interrupted`). `stop_after` (seconds, before the timeout):
+    the group; `interruptible`: then returns as at the timeout (`interrupted`), else re-raises. `stop_after` (seconds, before the timeout):
     `on_stop(deadline)` is called then and the command is left running (`detached`), never killed."""
     limit = check_timeout(timeout)
     detach_at = stop_after  # checked by the caller (CaptureRequest)
@@ -108,6 +109,9 @@ def run(
             if detached and on_stop is not None:
                 on_stop(start + limit)
         except KeyboardInterrupt:
+            if not interruptible:
+                _kill_group(proc)
+                raise
             interrupted, ended = True, time.monotonic()
         finally:
             if not detached:

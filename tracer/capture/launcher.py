@@ -472,7 +472,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
 
     try:
         res = proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env,
-                       linger=linger, stop_after=stop_after, on_stop=stop)
+                       linger=linger, stop_after=stop_after, on_stop=stop, interruptible=True)
     finally:
         sampler.stop()
     ended = time.monotonic()
