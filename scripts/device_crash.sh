@@ -2,7 +2,7 @@
 # Issue #32 on the GPU machine in one call: the GPU tests of every ending (tests/gpu/test_crash_gpu.py,
 # in two pytest processes side by side) and then, alone on the machine, the flush-interval bench
 # (scripts/bench_flush.py). Everything lands in $OUT/crash.tgz (logs, junit XML, bench JSON).
-#   bash scripts/device_crash.sh [pytest -k expression | demo]
+#   [NOBENCH=1] bash scripts/device_crash.sh [pytest -k expression | demo]
 #   demo: the bench alone ($REPEATS repeats, default 3) and the text `trace run` prints for a hung
 #         two-rank gloo job and a segfault (docs/crash-and-hang.md quotes them)
 set -uo pipefail
@@ -47,7 +47,7 @@ else
   wait $B; echo "tests-b rc=$?" >> "$W/exits.txt"
 fi
 echo "tests took $(( $(date +%s) - $(cat $W/t0) )) s" >> "$W/exits.txt"
-if [ -z "$K" ] || [ "${BENCH:-0}" = 1 ]; then
+if { [ -z "$K" ] && [ "${NOBENCH:-0}" != 1 ]; } || [ "${BENCH:-0}" = 1 ]; then
   timeout 100 python3 scripts/bench_flush.py --steps 3000 --repeats 2 --json "$W/bench_flush.json" > "$W/bench_flush.txt" 2>&1
   echo "bench rc=$?" >> "$W/exits.txt"
 fi
