@@ -31,7 +31,7 @@ if [ "$K" = demo ]; then
     > "$W/segv.out" 2> "$W/segv.err"
   echo "segv rc=$?" >> "$W/exits.txt"
   cp /tmp/demo-gloo/verdict.json "$W/gloo-verdict.json" 2>/dev/null
-  tail -3 "$W/exits.txt" "$W/bench_flush.txt"
+  tail -n 3 "$W/exits.txt" "$W/bench_flush.txt"
   tar -C /tmp -czf "$OUT/crash.tgz" crash-out
   exit 0
 fi
@@ -52,5 +52,5 @@ if { [ -z "$K" ] && [ "${NOBENCH:-0}" != 1 ]; } || [ "${BENCH:-0}" = 1 ]; then
   echo "bench rc=$?" >> "$W/exits.txt"
 fi
 nvidia-smi -L > "$W/gpu.txt" 2>&1; python3 -c "import torch; print(torch.__version__)" >> "$W/gpu.txt" 2>&1
-tail -3 "$W"/tests*.log "$W/exits.txt" "$W/bench_flush.txt" 2>/dev/null
+tail -n 3 "$W"/tests*.log "$W/exits.txt" "$W/bench_flush.txt" 2>/dev/null
 tar -C /tmp -czf "$OUT/crash.tgz" crash-out
