@@ -82,8 +82,9 @@ def run(
     `linger(deadline, pid)` returns where given (a caller waiting for its leftovers to finish their
     work, at most until `deadline`, the time.monotonic() of the timeout; `pid`: the direct child's,
     also the id of the session and group its leftovers are in). Ctrl-C (KeyboardInterrupt) ends
-    the group; `interruptible`: then returns as at the timeout (`interrupted`), else re-raises. `stop_after` (seconds, before the timeout):
-    `on_stop(deadline)` is called then and the command is left running (`detached`), never killed."""
+    the group; `interruptible`: then returns as at the timeout (`interrupted`), else re-raises.
+    `stop_after` (seconds, before the timeout): `on_stop(deadline)` is called then and the command
+    is left running (`detached`), never killed."""
     limit = check_timeout(timeout)
     detach_at = stop_after  # checked by the caller (CaptureRequest)
     start = time.monotonic()

@@ -262,7 +262,8 @@ def _command_fields(req: CaptureRequest, res: ProcResult, captured: CaptureResul
     """command.json: the command, how it ended; with CUPTI its processes, and tracer's own seconds
     around it (`tracer_s`: the GPU check, the set-up before it, the settling after it)."""
     out: dict[str, object] = {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
-                              "timed_out": res.timed_out, "stopped": res.stopped or None, "stop_after": req.stop_after, "seconds": round(res.seconds, 3), "capture_argv": list(res.argv)}
+                              "timed_out": res.timed_out, "stopped": res.stopped or None, "stop_after": req.stop_after,
+                              "seconds": round(res.seconds, 3), "capture_argv": list(res.argv)}
     if captured is None:
         return out
     fields = captured.command_fields()

@@ -161,13 +161,13 @@ class Session:
                 print(f"tracer: CUPTI not started in pid {os.getpid()}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 self.started["cupti_error"] = f"{type(exc).__name__}: {exc}"[:300]
                 return
+            from tracer.capture import fatal
+
             self.started["cupti_started_by"] = why
+            self.started["fatal_signals"] = list(fatal.install(self.flush_at_death))
             self.timing.mark("cupti_started")
             self.update_marker()
             self._start_flusher()
-            from tracer.capture import fatal
-
-            self.started["fatal_signals"] = list(fatal.install(self.flush_at_death))
 
     def _start_flusher(self) -> None:
         if self.options.flush_s <= 0 or self.writer is None:
@@ -309,8 +309,9 @@ class Session:
                     fields = {"kernels": self.writer.kernels if self.writer is not None else 0, "trace": None,
                               "cuda": True, "trace_error": error}
         fatal.uninstall()  # a crash in the interpreter's teardown must not call into Python
+        state = "detached" if ended == "stop-after" else "exited"  # detached: it runs on, untraced
         write_json(self.folder / f"{self.stem}.json", {
-            **self.started, "state": "detached" if ended == "stop-after" else "exited", "ended": ended, "exit": exit_code, "exception": self.exception,
+            **self.started, "state": state, "ended": ended, "exit": exit_code, "exception": self.exception,
             "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(),
             "flushed_kernels": self.flushed_kernels, **fields})
 

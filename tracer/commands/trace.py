@@ -36,8 +36,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def finish(analysis, args: argparse.Namespace, failed: str = "", *, stopped: Exception | None = None,  # type: ignore[no-untyped-def]
-           checks=None) -> int:
+def finish(analysis, args: argparse.Namespace, failed: str = "", *,  # type: ignore[no-untyped-def]
+           stopped: Exception | None = None, checks=None) -> int:
     """Print the verdicts (a job's: every process's); then a run stopped at its timeout (exit 8),
     a failed target (exit 7), the checks asked for (exit 1). `checks`: what fails them (default
     the analysis's failures; a traced run's also counts its untraced processes)."""
