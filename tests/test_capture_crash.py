@@ -286,3 +286,57 @@ def test_ctrl_c_stops_the_group_and_the_run_is_analysed_as_at_a_timeout(tmp_path
     verdict = json.loads((run / "verdict.json").read_text())
     assert verdict["stopped"] == "interrupt" and verdict["kernels"] == 2
     assert verdict["ending"][0]["open_ranges"] == ["train step 2"] and "stopped at Ctrl-C" in err
+
+
+def test_a_fault_in_a_thread_that_released_the_gil_is_flushed_too(tmp_path: Path) -> None:
+    """The fault hits a worker thread inside a C call made without the GIL (ctypes' CDLL releases
+    it) while the main thread runs Python: the handler takes the GIL back, flushes, and the process
+    still dies of SIGSEGV."""
+    script = textwrap.dedent("""
+        import ctypes, threading, time
+        from tracer.capture.session import current
+        s = current()
+        for i in range(3):
+            s.backend.fake_kernel(f"kernel_{i}")
+        libc = ctypes.CDLL(None)
+        libc.strlen.argtypes = [ctypes.c_void_p]
+        threading.Thread(target=lambda: (time.sleep(0.2), libc.strlen(None))).start()
+        n = 0
+        while True:  # the main thread keeps the interpreter busy
+            n += 1
+    """)
+    res, run = run_fake(tmp_path, script, flush_s=30, timeout=60)
+    assert res.proc.returncode == -signal.SIGSEGV, (run / "logs" / "stderr.log").read_text()
+    (m,) = res.processes
+    assert (m["fatal_signal"], m["flushed_at_signal"], m["kernels"]) == (signal.SIGSEGV, True, 3)
+
+
+def test_a_flush_that_cannot_finish_still_ends_the_process(tmp_path: Path) -> None:
+    """The fault hits while the trace's lock is held (here by the faulting thread itself): the
+    handler gives up on the flush after its wait and the process dies of SIGSEGV; a handler that
+    hangs outright is ended by the watchdog's SIGALRM."""
+    held = textwrap.dedent("""
+        import ctypes
+        from tracer.capture.session import current
+        s = current()
+        s.backend.fake_kernel("kernel_0")
+        s.write_lock.acquire()
+        ctypes.string_at(0)
+    """)
+    (tmp_path / "held").mkdir()
+    res, run = run_fake(tmp_path / "held", held, flush_s=30, timeout=60)
+    assert res.proc.returncode == -signal.SIGSEGV
+    (m,) = res.processes
+    assert m["fatal_signal"] == signal.SIGSEGV and not m.get("flushed_at_signal") and m["kernels"] == 0
+    assert "died of SIGSEGV" in launcher.describe(m) and "flushed at it" not in launcher.describe(m)
+    hangs = textwrap.dedent("""
+        import ctypes, time
+        from tracer.capture import fatal
+        fatal.uninstall()
+        fatal.install(lambda signum: time.sleep(120))
+        ctypes.string_at(0)
+    """)
+    (tmp_path / "hangs").mkdir()
+    begun = time.monotonic()
+    res, run = run_fake(tmp_path / "hangs", hangs, flush_s=30, timeout=90)
+    assert res.proc.returncode == -signal.SIGALRM and time.monotonic() - begun < 60
