@@ -165,7 +165,7 @@ class GpuUse(str, Enum):
     CUDA context keeps open), looked for at each sample of the process tree."""
     YES = "yes"
     NOT_SEEN = "not seen"  # looked at, never holding one (it may have between samples)
-    UNKNOWN = "unknown"  # never looked at while it ran (shorter than a sample), or not allowed to
+    UNKNOWN = "unknown"  # not allowed to look (another user's process); one shorter than a sample is not listed at all
 
 
 def gpu_use(pid: int, before: str) -> GpuUse:
