@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -117,3 +118,23 @@ def test_trace_run_timeout_exits_8_and_keeps_the_logs(tmp_path: Path, capsys: py
     assert (kept / "logs" / "stderr.log").is_file() and (kept / "command.json").is_file()
     assert str(kept / "logs") in err and not (tmp_path / "run").exists()
     assert sorted(os.listdir(tmp_path)) == ["run.failed", "x.py"]
+
+
+def test_ctrl_c_ends_the_group_and_is_raised_unless_the_caller_takes_it(tmp_path: Path) -> None:
+    """Ctrl-C while a command runs: its whole group ends either way; `trace run` (interruptible)
+    gets a result to analyse, every other caller the KeyboardInterrupt, as before."""
+    import threading
+
+    proc_mod = proc
+    for interruptible in (False, True):
+        pidfile = tmp_path / f"pid-{interruptible}"
+        argv = ["bash", "-c", f"sleep 60 & echo $! > {pidfile}; wait"]
+        threading.Timer(1.0, os.kill, (os.getpid(), signal.SIGINT)).start()
+        if interruptible:
+            res = proc_mod.run(argv, timeout=30, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e", interruptible=True)
+            assert res.interrupted and res.stopped == "interrupt" and res.returncode is None and not res.timed_out
+        else:
+            with pytest.raises(KeyboardInterrupt):
+                proc_mod.run(argv, timeout=30, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e")
+        child = int(pidfile.read_text())
+        assert not Path(f"/proc/{child}").exists() or (Path(f"/proc/{child}/stat").read_text().split(") ")[1][0] == "Z")

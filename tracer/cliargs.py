@@ -96,7 +96,10 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     """How `trace run` captures: the backend and its options, the run directory, the timeout."""
     p.add_argument("--backend", default="auto", help="auto (nsys when it can write reports, else cupti), nsys, cupti")
     p.add_argument("-o", "--output", type=Path, help="run directory (default runs/NAME-TIMESTAMP)")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds before the whole process group is killed")
+    p.add_argument("--timeout", type=float, default=1800,
+                   help="seconds before the whole process group is stopped (its traces are still analysed; exit 8)")
+    p.add_argument("--stop-after", type=float, metavar="SECONDS",
+                   help="cupti (auto picks it): finish the traces after SECONDS and leave the command running, untraced")
     p.add_argument("--cuda-event-trace", action="store_true", help="nsys: --cuda-event-trace=true for cross-stream edges")
     p.add_argument("--capture-range", help="nsys: only capture inside this NVTX range")
     p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,

@@ -26,6 +26,13 @@ class ProcResult:
     stdout_path: Path
     stderr_path: Path
     limit_s: float = 0.0  # the timeout it ran under
+    interrupted: bool = False  # stopped at Ctrl-C (KeyboardInterrupt in tracer): the group was ended as at a timeout
+    detached: bool = False  # left running at its stop_after (its traces finished): returncode None
+
+    @property
+    def stopped(self) -> str:
+        """How tracer ended the run early: "timeout", "interrupt", "stop-after", or "" (it exited)."""
+        return "timeout" if self.timed_out else "interrupt" if self.interrupted else "stop-after" if self.detached else ""
 
     @property
     def signal(self) -> int | None:
@@ -66,13 +73,20 @@ def run(
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     linger: Callable[[float, int], None] | None = None,
+    stop_after: float | None = None,
+    on_stop: Callable[[float], None] | None = None,
+    interruptible: bool = False,
 ) -> ProcResult:
     """Run argv in its own process group; at the timeout SIGTERM the group, then SIGKILL it. When
     the direct child exits, whatever it left running in its group is ended the same way, after
     `linger(deadline, pid)` returns where given (a caller waiting for its leftovers to finish their
     work, at most until `deadline`, the time.monotonic() of the timeout; `pid`: the direct child's,
-    also the id of the session and group its leftovers are in)."""
+    also the id of the session and group its leftovers are in). Ctrl-C (KeyboardInterrupt) ends
+    the group; `interruptible`: then returns as at the timeout (`interrupted`), else re-raises.
+    `stop_after` (seconds, before the timeout): `on_stop(deadline)` is called then and the command
+    is left running (`detached`), never killed."""
     limit = check_timeout(timeout)
+    detach_at = stop_after  # checked by the caller (CaptureRequest)
     start = time.monotonic()
     with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
         try:
@@ -82,16 +96,28 @@ def run(
             )
         except FileNotFoundError as exc:
             raise ToolMissingError(f"cannot run {argv[0]!r}: not found") from exc
+        code: int | None = None
+        timed_out = interrupted = detached = False
         try:
-            code: int | None = proc.wait(timeout=limit)
-            timed_out, ended = False, time.monotonic()
+            code = proc.wait(timeout=min(limit, detach_at) if detach_at is not None else limit)
+            ended = time.monotonic()
             if linger is not None:
                 linger(start + limit, proc.pid)
         except subprocess.TimeoutExpired:
-            code, timed_out, ended = None, True, time.monotonic()
+            ended = time.monotonic()
+            detached = detach_at is not None and detach_at < limit
+            timed_out = not detached
+            if detached and on_stop is not None:
+                on_stop(start + limit)
+        except KeyboardInterrupt:
+            if not interruptible:
+                _kill_group(proc)
+                raise
+            interrupted, ended = True, time.monotonic()
         finally:
-            _kill_group(proc)
-    return ProcResult(tuple(argv), code, timed_out, ended - start, stdout_path, stderr_path, limit)
+            if not detached:
+                _kill_group(proc)
+    return ProcResult(tuple(argv), code, timed_out, ended - start, stdout_path, stderr_path, limit, interrupted, detached)
 
 
 class Started:

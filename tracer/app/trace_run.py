@@ -4,18 +4,25 @@ analyse it and write verdict.json; the directory is written under a temporary na
 when complete. A run that reads as a job (several processes with kernels, or markers of several
 ranks) is analysed as `trace analyze` reads a job: every process on its own, then collectives,
 stragglers and clocks. A run where no process recorded a kernel is never analysed (an empty trace
-proves nothing): it fails, and its files are kept as DIR.failed."""
+proves nothing): it fails, and its files are kept as DIR.failed.
+
+A run stopped early is a result: at --timeout or Ctrl-C the command's group is stopped (SIGTERM:
+every traced process writes its trace), the traces are analysed as a partial run and the run
+directory is written, then the caller exits 8 (TimedOut). verdict.json says how the run stopped
+(`stopped`), where each process's streams stood (`ending`: tracer/trace/ending.py) and which
+processes were not traced (`untraced`, with whether each held a GPU)."""
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, replace
+import math
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING, Any, Union
 
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
-from tracer.errors import TargetFailed, UsageError, unknown
+from tracer.errors import TargetFailed, TimedOut, UsageError, unknown
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
@@ -24,6 +31,7 @@ from tracer.trace.pairs import PairSpec
 if TYPE_CHECKING:
     from tracer.capture.launcher import CaptureResult
     from tracer.trace.analyze import Analysis
+    from tracer.trace.ending import ProcessEnd
     from tracer.trace.job_summary import JobAnalysis
 
     Verdicts = Union[Analysis, JobAnalysis]
@@ -41,11 +49,27 @@ class CaptureRequest:
     cuda_event_trace: bool = False
     capture_range: str | None = None
     memory: bool = False  # cupti: record memory access sets (the TRACER_* tables)
+    stop_after: float | None = None  # cupti: finish the traces after this many seconds, leave the command running
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
         if self.memory and self.backend != "cupti":
             raise UsageError(f"--memory needs the cupti backend, not {self.backend!r}")
+        if self.stop_after is not None:
+            object.__setattr__(self, "stop_after", check_stop_after(self.stop_after, self.timeout, self.backend))
+
+
+def check_stop_after(value: object, timeout: float, backend: str) -> float:
+    """--stop-after: seconds above 0 and below --timeout, with the cupti backend."""
+    try:
+        seconds = float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds < timeout):
+        raise UsageError(f"--stop-after {value!r} must be a number of seconds above 0 and below --timeout ({timeout:g})")
+    if backend != "cupti":
+        raise UsageError(f"--stop-after needs the cupti backend, not {backend!r}")
+    return seconds
 
 
 @dataclass(frozen=True)
@@ -54,6 +78,26 @@ class Recorded:
     target_exit: int | None  # None: imported (no target ran)
     analysis: Verdicts  # a JobAnalysis when the run directory reads as a job (procs/ of several ranks)
     captured: CaptureResult | None = None  # CUPTI: every process and how it ended
+    endings: tuple[ProcessEnd, ...] = field(default=())  # where each traced process's streams stood at its end
+    proc: ProcResult | None = None  # how the command ran (None: imported)
+
+    @property
+    def stopped(self) -> str:
+        """How tracer ended the run early ("timeout", "interrupt", "stop-after"), "" when it did not."""
+        return self.proc.stopped if self.proc is not None else ""
+
+    @property
+    def untraced(self) -> tuple[dict[str, Any], ...]:
+        return self.captured.untraced if self.captured is not None else ()
+
+    def failures(self, fail_on_unordered: bool, fail_on_hazard: bool) -> list[str]:
+        """The analysis's failures, and, for any check asked for, every untraced process that held
+        a GPU or of which that is not known: its GPU work is missing from the verdicts."""
+        out = self.analysis.failures(fail_on_unordered, fail_on_hazard)
+        if (fail_on_unordered or fail_on_hazard) and self.captured is not None:
+            out += [f"untraced process {u['pid']} ({u.get('comm', '?')}) {_gpu_words(u)}: its GPU work is not judged"
+                    for u in self.captured.untraced_gpu]
+        return out
 
     @property
     def job(self) -> bool:
@@ -74,8 +118,34 @@ class Recorded:
     def notices(self, listed: bool = False) -> list[str]:
         """Lines for stderr before the verdicts: the processes and how each ended (when there was
         more than one, or one did not end well; not when `listed`: a job's text verdicts list them),
-        a partial trace, a job."""
-        return process_notices(self.captured, self.run_dir, self.job, listed) if self.captured is not None else []
+        a partial trace, a job, the untraced processes; where each process stood when the run was
+        stopped or a process died."""
+        if self.captured is None:
+            return []
+        lines = process_notices(self.captured, self.run_dir, self.job, listed)
+        if self.stopped or any(e.unflushed_s is not None or "died" in e.how for e in self.endings):
+            lines.append(f"{_stop_words(self.captured.proc)}where each traced process stood:")
+            lines += [line for e in self.endings for line in e.lines()]
+        return lines + untraced_notices(self.captured)
+
+
+def _gpu_words(u: dict[str, Any]) -> str:
+    return "held a GPU" if u.get("gpu") == "yes" else "may have used a GPU (not known)"
+
+
+def _stop_words(res: ProcResult) -> str:
+    return {"timeout": f"stopped at --timeout after {res.seconds:.1f} s; ",
+            "interrupt": f"stopped at Ctrl-C after {res.seconds:.1f} s; ",
+            "stop-after": f"traces finished at --stop-after {res.seconds:.1f} s, the command left running; "}.get(res.stopped, "")
+
+
+def untraced_notices(captured: CaptureResult) -> list[str]:
+    from tracer.capture.launcher import untraced_line
+
+    if not captured.untraced:
+        return []
+    return [f"untraced processes ({len(captured.untraced)}; python -I, non-Python programs: tracer cannot trace them):",
+            *(untraced_line(u) for u in captured.untraced)]
 
 
 def _exit_failure(code: int | None) -> str:
@@ -115,7 +185,8 @@ def _capture(req: CaptureRequest, run_dir: Path, logs: Path) -> tuple[ProcResult
                        cuda_event_trace=req.cuda_event_trace, capture_range=req.capture_range), None
     from tracer.capture.launcher import capture_run
 
-    captured = capture_run(list(req.command), run_dir, logs, req.timeout, memory=req.memory, describe=True)
+    captured = capture_run(list(req.command), run_dir, logs, req.timeout, memory=req.memory, describe=True,
+                           stop_after=req.stop_after)
     return captured.proc, captured
 
 
@@ -138,13 +209,52 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         job = is_job_dir(tmp)  # as `trace analyze` will read it
         write_json(tmp / "command.json", _command_fields(req, res, captured, job, gpu_check))
         write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
-        raise_if_timed_out(res, f"the capture of {req.name}")
         if not (tmp / "trace.sqlite").is_file() and not (captured and captured.job):
+            raise_if_timed_out(res, f"the capture of {req.name}")  # stopped with nothing to analyse
             raise _no_trace(req, res, captured)
         analysis = _analyse(tmp, req.output, pairs, hazards, job)
-        write_json(tmp / "verdict.json", analysis.to_json() | {"target_exit": res.returncode,
-                                                               "partial": bool(captured and captured.partial)})
-    return Recorded(req.output, res.returncode, analysis, captured)
+        endings = process_endings(analysis, captured)
+        write_json(tmp / "verdict.json", analysis.to_json() | {
+            "target_exit": res.returncode, "partial": bool(captured and captured.partial),
+            "stopped": res.stopped or None, "ending": [e.to_json() for e in endings],
+            "untraced": untraced_json(captured)})
+    return Recorded(req.output, res.returncode, analysis, captured, endings, res)
+
+
+def untraced_json(captured: CaptureResult | None) -> list[dict[str, Any]] | None:
+    """The command's processes tracer did not trace, with whether each held a GPU (None: the
+    nsys backend, which traces the whole tree itself)."""
+    if captured is None:
+        return None
+    keys = ("pid", "ppid", "comm", "cmdline", "gpu")
+    return [{k: u.get(k) for k in keys} for u in captured.untraced]
+
+
+def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple[ProcessEnd, ...]:
+    """Where each traced process's streams stood at its end (the job's processes, or the one
+    whose trace stands for the run)."""
+    from tracer.trace.analyze import Analysis
+    from tracer.trace.ending import process_end
+
+    if isinstance(analysis, Analysis):
+        busy = max(captured.processes, key=lambda m: m.get("kernels") or 0) if captured and captured.processes else None
+        from tracer.capture.launcher import how_ended
+
+        label, how = (busy["file"], how_ended(busy)) if busy else ("process", "ended")
+        return (process_end(label, how, analysis.trace, busy.get("unflushed_s") if busy else None),)
+    unflushed = {m["file"]: m.get("unflushed_s") for m in (captured.processes if captured else ())}
+    return tuple(process_end(p.label, p.how, a.trace, unflushed.get(p.file))
+                 for p, a in zip(analysis.job.processes, analysis.analyses) if a is not None)
+
+
+def stop_error(rec: Recorded) -> TimedOut | None:
+    """The exit-8 error of a run tracer stopped at --timeout or Ctrl-C, raised after its verdicts."""
+    res = rec.proc
+    if res is None or rec.stopped not in ("timeout", "interrupt"):
+        return None
+    why = f"killed at its --timeout of {res.limit_s:g} s" if rec.stopped == "timeout" else "stopped at Ctrl-C"
+    return TimedOut(f"the traced command was {why} (the whole process group); its traces up to then were analysed "
+                    f"as a partial run: {rec.run_dir}")
 
 
 def _command_fields(req: CaptureRequest, res: ProcResult, captured: CaptureResult | None, job: bool,
@@ -152,7 +262,8 @@ def _command_fields(req: CaptureRequest, res: ProcResult, captured: CaptureResul
     """command.json: the command, how it ended; with CUPTI its processes, and tracer's own seconds
     around it (`tracer_s`: the GPU check, the set-up before it, the settling after it)."""
     out: dict[str, object] = {"argv": list(req.command), "backend": req.backend, "exit": res.returncode,
-                              "timed_out": res.timed_out, "seconds": round(res.seconds, 3), "capture_argv": list(res.argv)}
+                              "timed_out": res.timed_out, "stopped": res.stopped or None, "stop_after": req.stop_after,
+                              "seconds": round(res.seconds, 3), "capture_argv": list(res.argv)}
     if captured is None:
         return out
     fields = captured.command_fields()

@@ -10,17 +10,20 @@ markers: tracer creates no CUDA context of its own."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
+import signal
 import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
+from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from tracer import jsonkeys, proc
-from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, CaptureOptions
+from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, STOP_FILE, CaptureOptions
 from tracer.errors import UsageError
 from tracer.store.rundir import environment, write_json
 from tracer.format.procs import PROCS, Outcome, marker_files
@@ -30,6 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the t
 SAMPLE_S = 0.2
 LINGER_S = 30.0  # how long traced descendants still running after the command may take to write
 PYTHON_NAMES = ("python", "python3", f"python3.{sys.version_info.minor}")
+DEVICE_FILE = re.compile(r"^/dev/nvidia\d+$")
+MARKER_NAME = re.compile(r"-(\d+)(?:-r-?\d+)?\.json$")
 
 
 def resolve_command(command: list[str]) -> list[str]:
@@ -77,10 +82,12 @@ def _proc_table() -> dict[int, tuple[int, int, str]]:
 
 class TreeSampler(threading.Thread):
     """Descendants of this process (and members of the sessions its children lead: orphans stay
-    there), sampled every SAMPLE_S seconds while the command runs."""
+    there), sampled every SAMPLE_S seconds while the command runs; those without a marker in
+    `procs` (untraced so far) are looked at for a GPU each time (gpu_use)."""
 
-    def __init__(self) -> None:
+    def __init__(self, procs: Path | None = None) -> None:
         super().__init__(daemon=True, name="tracer-tree-sampler")
+        self.procs = procs
         self.me = os.getpid()
         self.seen: dict[int, dict[str, Any]] = {}
         self.root: int | None = None
@@ -119,7 +126,22 @@ class TreeSampler(threading.Thread):
                 todo += kids.get(pid, [])
         found |= {pid for pid, (_, sid, _) in table.items() if sid in sids}
         for pid in found - self.seen.keys():
-            self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid)}
+            self.seen[pid] = {"pid": pid, "ppid": table[pid][0], "comm": table[pid][2], "cmdline": _cmdline(pid),
+                              "gpu": GpuUse.UNKNOWN.value}
+        now, traced = time.time_ns(), self._traced()
+        for pid in found:
+            info = self.seen[pid]
+            info["last_seen_unix_ns"] = now
+            if info["gpu"] != GpuUse.YES.value and pid not in traced:
+                info["gpu"] = gpu_use(pid, info["gpu"]).value
+
+    def _traced(self) -> set[int]:
+        """Pids with a marker (file names <host>-<pid>[-r<RANK>].json): one directory listing."""
+        try:
+            names = os.listdir(self.procs) if self.procs is not None else []
+        except OSError:
+            return set()
+        return {int(m.group(1)) for m in map(MARKER_NAME.search, names) if m}
 
     def adopt(self, leader: int) -> None:
         """The command's own process (proc.run's direct child, a session leader): its session's
@@ -135,6 +157,30 @@ class TreeSampler(threading.Thread):
             self.join(timeout=5)
         if self.available:
             self.sample()
+
+
+class GpuUse(str, Enum):
+    """Whether a process was seen holding a GPU: an open NVIDIA device file (/dev/nvidiaN, which a
+    CUDA context keeps open), looked for at each sample of the process tree."""
+    YES = "yes"
+    NOT_SEEN = "not seen"  # looked at, never holding one (it may have between samples)
+    UNKNOWN = "unknown"  # not allowed to look (another user's process); one shorter than a sample is not listed at all
+
+
+def gpu_use(pid: int, before: str) -> GpuUse:
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except FileNotFoundError:  # gone meanwhile: what was known
+        return GpuUse(before)
+    except OSError:
+        return GpuUse.UNKNOWN if before != GpuUse.NOT_SEEN.value else GpuUse.NOT_SEEN
+    for fd in fds:
+        try:
+            if DEVICE_FILE.match(os.readlink(f"/proc/{pid}/fd/{fd}")):
+                return GpuUse.YES
+        except OSError:  # closed meanwhile
+            continue
+    return GpuUse.NOT_SEEN
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -193,6 +239,19 @@ def wait_for_writers(procs: Path, seen: dict[int, dict[str, Any]], deadline: flo
         time.sleep(SAMPLE_S)
 
 
+def stop_tracing(procs: Path, deadline: float) -> None:
+    """--stop-after: ask every traced process to finish its trace (STOP_FILE, seen by its flush
+    thread within flush_s), and wait until those that started CUPTI have, up to the deadline. The
+    processes run on untraced; Python processes started later are not traced."""
+    (procs / STOP_FILE).write_text("stop\n")
+    while time.monotonic() < deadline:
+        busy = [m for m in read_markers(procs)
+                if m.get("state") == "running" and m.get("cupti_started_by") and _alive(int(m.get("pid", 0)))]
+        if not busy:
+            return
+        time.sleep(SAMPLE_S / 2)
+
+
 @dataclass(frozen=True)
 class CaptureResult:
     proc: proc.ProcResult
@@ -208,12 +267,18 @@ class CaptureResult:
     def command_fields(self) -> dict[str, Any]:
         """What command.json records about the processes of the run."""
         keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
-                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "trace_error", "error")
+                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "trace_error", "error", "fatal_signal",
+                "flushed_at_signal", "last_flush_unix_ns", "unflushed_s")
         return {"memory": self.options.memory, "job": self.job, "tracer_s": self.tracer_s,
                 "processes": [{k: m.get(k) for k in keys} for m in self.processes],
                 "untraced": list(self.untraced),
                 "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
                                   if self.sampled else "process tree not sampled (no /proc)")}
+
+    @property
+    def untraced_gpu(self) -> list[dict[str, Any]]:
+        """Untraced processes that held a GPU, or of which that is not known."""
+        return [u for u in self.untraced if u.get("gpu") != GpuUse.NOT_SEEN.value]
 
     @property
     def partial(self) -> bool:
@@ -236,13 +301,29 @@ def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> 
     return [info for pid, info in sorted(seen.items()) if pid not in traced]
 
 
-def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[dict[str, Any]]:
+def unflushed_s(m: dict[str, Any], seen: dict[int, dict[str, Any]], now_ns: int) -> float | None:
+    """At most how long a process that died ran after its last flush (what its trace may miss):
+    from that flush (or its CUPTI start) to the last sample that saw it alive plus one sample
+    interval (now when never sampled); 0 when it flushed in its fatal-signal handler."""
+    if m.get("flushed_at_signal"):
+        return 0.0
+    last = m.get("last_flush_unix_ns") or (m.get("clock_start") or [0, 0])[1]
+    if not last or not m.get("cupti_started_by"):
+        return None
+    seen_at = seen.get(int(m.get("pid", 0)), {}).get("last_seen_unix_ns")
+    gone_by = min(now_ns, seen_at + int(SAMPLE_S * 1e9)) if seen_at else now_ns
+    return round(max(0, gone_by - int(last)) / 1e9, 3)
+
+
+def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float,
+           seen: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
     """Every process's outcome once the command is over: complete, partial (it died; what it
-    flushed is completed and marked so, and its marker rewritten), no trace (it died before
-    flushing anything), no CUDA (it never used CUDA: nothing to trace), still running."""
+    flushed is completed and marked so, and its marker rewritten, with how long it ran unflushed),
+    no trace (it died before flushing anything), no CUDA (it never used CUDA: nothing to trace),
+    still running."""
     from tracer.capture.nsys_schema import partial_path, salvage
 
-    out = []
+    out, now = [], time.time_ns()
     for m in markers:
         final = procs / f"{m['file']}.sqlite"
         partial = partial_path(final)
@@ -256,6 +337,7 @@ def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float) -> list[d
                 m = {**m, "kernels": kernels, "trace": final.name, "partial": note}
         if m.get("state") == "running" and not alive:
             m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None, "kernels": 0}
+            m["unflushed_s"] = unflushed_s(m, seen or {}, now)
         if kernels is not None or m.get("state") == "died":
             write_json(procs / f"{m['file']}.json", m)
         out.append({**m, "outcome": _outcome(m, final).value})
@@ -281,24 +363,51 @@ def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None = No
     return (busy[0] if busy else None), False
 
 
+def how_ended(m: dict[str, Any]) -> str:
+    """How a process ended, in words (from its settled marker)."""
+    state, code = m.get("state"), m.get("exit")
+    if state == "died" and m.get("fatal_signal"):
+        return f"died of {_signame(m['fatal_signal'])}" + (" (flushed at it)" if m.get("flushed_at_signal") else "")
+    if state == "died":
+        gap = m.get("unflushed_s")
+        return "died without exiting (SIGKILL or a crash)" + (f": up to {gap:g} s unflushed" if gap is not None else "")
+    if state == "detached":
+        return "traced until --stop-after, left running"
+    if state == "exited" and m.get("ended") == "sigterm":
+        return "stopped by SIGTERM"
+    if state == "exited" and m.get("ended") == "os._exit":
+        return f"left by os._exit({code if code is not None else 0})"
+    if state == "exited":
+        return f"exited {code if code is not None else 0}"
+    return str(state)
+
+
 def describe(m: dict[str, Any]) -> str:
     """One line per process: who it is, how it ended, what its trace holds."""
     who = f"rank {m['rank']}" if m.get("rank") is not None else ("fork child" if m.get("fork_child") else "process")
-    state, code = m.get("state"), m.get("exit")
-    if state == "died":
-        how = "died without exiting (SIGKILL or a crash)"
-    elif state == "exited" and m.get("ended") == "sigterm":
-        how = "stopped by SIGTERM"
-    elif state == "exited":
-        how = f"exited {code if code is not None else 0}"
-    else:
-        how = str(state)
+    how = how_ended(m)
     kernels = m.get("kernels") or 0
     what = {Outcome.COMPLETE.value: f"complete trace, {kernels} kernels",
             Outcome.PARTIAL.value: f"PARTIAL trace, {kernels} kernels (up to its last flush)", Outcome.NO_TRACE.value: "NO TRACE",
             Outcome.NO_CUDA.value: "no CUDA use, nothing to trace", Outcome.STILL_RUNNING.value: "still running: no trace"}
     extra = "".join(f"; {m[k]}" for k in ("untraced_cuda", "trace_error") if m.get(k))
     return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
+
+
+def _signame(signum: int) -> str:
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def untraced_line(u: dict[str, Any]) -> str:
+    """One line per process of the command that tracer did not trace."""
+    what = " ".join(u.get("cmdline") or []) or u.get("comm", "?")
+    gpu = {GpuUse.YES.value: "HELD A GPU: its GPU work is missing from the verdicts",
+           GpuUse.NOT_SEEN.value: "not seen holding a GPU",
+           GpuUse.UNKNOWN.value: "whether it used a GPU is UNKNOWN"}.get(str(u.get("gpu")), "GPU use unknown")
+    return f"  untraced pid {u.get('pid')} ({u.get('comm', '?')}): {what[:80]}: {gpu}"
 
 
 def outcome_summary(result: CaptureResult) -> str:
@@ -325,11 +434,13 @@ def with_gpu(env: dict[str, Any], markers: list[dict[str, Any]]) -> dict[str, An
 
 def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
                 backend: str = "cupti", devices: tuple[str, ...] = ("cuda",),
-                options: CaptureOptions | None = None, describe: bool = False) -> CaptureResult:
+                options: CaptureOptions | None = None, describe: bool = False,
+                stop_after: float | None = None) -> CaptureResult:
     """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
     process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
     benchmarks and tests) wins over memory/backend/devices. `describe`: also what environment.json
-    holds (versions read while the command runs; the GPU from the markers)."""
+    holds (versions read while the command runs; the GPU from the markers). `stop_after`: the
+    traced processes finish their traces then and the command is left running (stop_tracing)."""
     entered = time.monotonic()
     options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
     if options.backend == "cupti":
@@ -345,7 +456,7 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
                                  name="tracer-environment")
     if describe:
         described.start()  # package versions (file reads): while the command runs
-    sampler = TreeSampler()
+    sampler = TreeSampler(procs)
     sampler.start()
     start = time.monotonic()
 
@@ -354,14 +465,19 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
         sampler.sample()  # now, not at the next tick: what the command left running
         wait_for_writers(procs, sampler.seen, min(deadline, time.monotonic() + LINGER_S))
 
+    def stop(deadline: float) -> None:
+        sampler.sample()
+        stop_tracing(procs, min(deadline, time.monotonic() + LINGER_S))
+
     try:
         res = proc.run(argv, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env,
-                       linger=linger)
+                       linger=linger, stop_after=stop_after, on_stop=stop, interruptible=True)
     finally:
         sampler.stop()
     ended = time.monotonic()
-    wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))  # those outside the group
-    markers = settle(procs, read_markers(procs), options.flush_s)
+    if not res.detached:
+        wait_for_writers(procs, sampler.seen, min(start + timeout, time.monotonic() + LINGER_S))  # those outside the group
+    markers = settle(procs, read_markers(procs), options.flush_s, sampler.seen)
     chosen, job = pick_trace(markers, procs, sampler.root)
     trace = None
     if chosen is not None:

@@ -10,6 +10,7 @@ SIGTERM returns kernels still running, with no end time) and values SQLite canno
 out, counted in META_DATA_EXPORT (`TRACER_LEFT_OUT_<table>`): one bad record never costs the trace."""
 from __future__ import annotations
 
+import json
 import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -65,6 +66,7 @@ INT64 = 1 << 63  # SQLite integers are signed 64-bit
 # Tables whose rows begin with (start, end): a row is kept only when 0 < start <= end (a record
 # still in progress when CUPTI handed it over has a zero or missing end).
 KERNELS, RUNTIME = "CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME"
+UNFINISHED_META, MAX_UNFINISHED = "TRACER_UNFINISHED", 64  # JSON list of records still running when handed over
 TIMED = (KERNELS, RUNTIME, "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION", "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET")
 
 
@@ -125,6 +127,7 @@ class TraceWriter:
         self.ctx_dev: dict[int, int] = {}
         self.unknown_sync_ctx: set[int] = set()
         self.left_out: dict[str, tuple[int, str]] = {}  # table -> (rows left out, why and the first one)
+        self.unfinished: list[dict[str, object]] = []  # kernels and API calls still running when handed over
         self.kernels = 0
         with self._open() as con:
             con.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
@@ -216,6 +219,9 @@ class TraceWriter:
         con.execute("DELETE FROM NVTX_EVENTS WHERE end IS NULL AND eventType = ?", (PUSHPOP_RANGE,))
         self._insert(con, "NVTX_EVENTS", TABLES["NVTX_EVENTS"], self.ranges.open_rows())
         self._new_strings(con)
+        if self.unfinished:
+            con.execute("DELETE FROM META_DATA_EXPORT WHERE name = ?", (UNFINISHED_META,))
+            con.execute("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", (UNFINISHED_META, json.dumps(self.unfinished)))
         if self.left_out:
             con.execute("DELETE FROM META_DATA_EXPORT WHERE substr(name, 1, 16) = 'TRACER_LEFT_OUT_'")
             con.executemany("INSERT INTO META_DATA_EXPORT VALUES (?, ?)", [
@@ -224,12 +230,24 @@ class TraceWriter:
     def _finished(self, table: str, rows: list[tuple]) -> list[tuple]:
         """Rows of records that had finished when CUPTI handed them over."""
         kept = [r for r in rows if 0 < r[0] <= r[1] < INT64]
+        if len(kept) < len(rows) and table in (KERNELS, RUNTIME):
+            self._note_unfinished(table, [r for r in rows if not 0 < r[0] <= r[1] < INT64])
         if len(kept) < len(rows):
             bad = next(r for r in rows if not 0 < r[0] <= r[1] < INT64)
             first = self.strings.items[bad[8]] if table == KERNELS else f"correlation id {bad[5 if table != RUNTIME else 4]}"
             self._left(table, len(rows) - len(kept), f"still running or without timestamps when handed over "
                                                      f"(start {bad[0]}, end {bad[1]}: {first})")
         return kept
+
+    def _note_unfinished(self, table: str, rows: list[tuple]) -> None:
+        """Kernels (stream, name; start 0: queued, not started) and API calls (thread, name) not
+        ended when a forced flush handed them over (a process stopped in a hang): what each was doing."""
+        for r in rows[:max(0, MAX_UNFINISHED - len(self.unfinished))]:
+            if table == KERNELS:
+                self.unfinished.append({"kind": "kernel", "start": r[0], "device": r[2], "stream": r[4],
+                                        "name": self.strings.items[r[8]]})
+            else:
+                self.unfinished.append({"kind": "api", "start": r[0], "tid": r[3], "name": self.strings.items[r[5]]})
 
     def _left(self, table: str, n: int, why: str) -> None:
         count, first = self.left_out.get(table, (0, why))

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass
 
 ENV_DIR = "TRACER_CAPTURE_DIR"
 ENV_OPTIONS = "TRACER_CAPTURE_OPTIONS"
+STOP_FILE = "STOP"  # `trace run --stop-after`: once in the capture folder, traced processes finish their traces
 BACKENDS = ("cupti", "fake")
 # Whether `trace run` records memory access sets unless told (--memory/--no-memory): decided from
 # the measured overhead (scripts/bench_memory_capture.py, docs/benchmarks.md).
@@ -33,7 +34,12 @@ class CaptureOptions:
     devices: tuple[str, ...] = ("cuda",)  # tensor device types the memory recorder records (tests use "cpu")
     parts: tuple[str, ...] = MEMORY_PARTS  # which parts of --memory run (see MEMORY_PARTS)
     apis: str = "filtered"
-    flush_s: float = 2.0  # records written to the process's trace file this often (0: only at exit)
+    # Records written to the process's trace file at least this often (0: only at exit): what a
+    # SIGKILL or the OOM killer can cost. 0.5 s measured (scripts/bench_flush.py, docs/benchmarks.md).
+    flush_s: float = 0.5
+    # After a device synchronisation: a forced flush, unless one ran less than this long ago (the
+    # first synchronisation always flushes: a short program's only one may be its last).
+    sync_flush_s: float = 0.1
     lazy: bool = True  # start CUPTI at the first CUDA use (False: when the process starts)
     triggers: tuple[str, ...] = CUDA_MODULES
 
@@ -57,6 +63,7 @@ class CaptureOptions:
         return cls(backend=_choice(data.get("backend"), BACKENDS, d.backend), memory=bool(data.get("memory", d.memory)),
                    devices=_names(data.get("devices"), d.devices), parts=_names(data.get("parts"), d.parts),
                    apis=_choice(data.get("apis"), API_RECORDS, d.apis), flush_s=_seconds(data.get("flush_s"), d.flush_s),
+                   sync_flush_s=_seconds(data.get("sync_flush_s"), d.sync_flush_s),
                    lazy=bool(data.get("lazy", d.lazy)), triggers=_names(data.get("triggers"), d.triggers))
 
 

@@ -10,9 +10,15 @@ the process finishes it at exit: a process that dies leaves what it flushed, whi
 completes and marks partial.
 
 A process never writes another's files: a fork child starts a fresh session under its own pid and
-drops what it inherited. Exit paths: atexit; multiprocessing's finalizers in fork children (they
-leave with os._exit); SIGTERM when the program has no handler of its own (torchrun stops its
-workers so), also when it arrives while the trace is being written (it waits for the write)."""
+drops what it inherited. Exit paths: atexit; os._exit (wrapped: multiprocessing's fork children
+leave so, after its finalizers); SIGTERM when the program has no handler of its own (torchrun stops
+its workers so), also when it arrives while the trace is being written (it waits for the write).
+Deaths: a fatal signal flushes and commits what CUPTI holds before the process dies of it
+(fatal.py); a SIGKILL or the OOM killer loses at most what ran after the last flush, which the
+marker dates (`last_flush_unix_ns`): every flush_s, and after device synchronisations (the first
+always, later ones at most every sync_flush_s). `trace run --stop-after` asks the processes (a
+STOP_FILE in the capture folder, seen by the flush thread) to finish their traces and run on
+untraced."""
 from __future__ import annotations
 
 import atexit
@@ -28,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from tracer.capture.options import ENV_DIR, ENV_OPTIONS, CaptureOptions
+from tracer.capture.options import ENV_DIR, ENV_OPTIONS, STOP_FILE, CaptureOptions
 from tracer.capture.timing import Timing
 from tracer.format.procs import file_stem
 
@@ -84,7 +90,9 @@ class Session:
         self.pending_signal: int | None = None  # a SIGTERM that arrived while the trace was being written
         self.flusher: threading.Thread | None = None
         self.stop_flushing = threading.Event()
-        self.last_forced = time.monotonic()  # CUPTI's start, or the last forced flush
+        self.last_forced = -float("inf")  # monotonic time of the last forced flush (none yet)
+        self.last_flush_ns: int | None = None  # wall time of the last committed flush
+        self.fatal_signal: int | None = None
         self.flushed_kernels = {"periodic": 0, "sync": 0}  # kernels each kind of flush wrote before the exit
         self.devices: list[dict[str, Any]] = []  # the GPUs it holds a context on (environment.json)
 
@@ -153,9 +161,11 @@ class Session:
                 print(f"tracer: CUPTI not started in pid {os.getpid()}: {type(exc).__name__}: {exc}", file=sys.stderr)
                 self.started["cupti_error"] = f"{type(exc).__name__}: {exc}"[:300]
                 return
+            from tracer.capture import fatal
+
             self.started["cupti_started_by"] = why
+            self.started["fatal_signals"] = list(fatal.install(self.flush_at_death))
             self.timing.mark("cupti_started")
-            self.last_forced = time.monotonic()
             self.update_marker()
             self._start_flusher()
 
@@ -167,7 +177,11 @@ class Session:
         self.flusher.start()
 
     def _flush_loop(self) -> None:
+        stop = self.folder / STOP_FILE
         while not self.stop_flushing.wait(self.options.flush_s):
+            if stop.exists():  # trace run --stop-after: finish the trace, the program runs on
+                self.finish("stop-after")
+                return
             self.flush()
 
     def flush(self, forced: bool = False) -> None:
@@ -185,6 +199,7 @@ class Session:
                 self.backend.flush(forced)
                 self.writer.append(self.backend.take())
             self.flushed_kernels[kind] += self.writer.kernels - before
+            self.last_flush_ns = time.time_ns()
             self.update_marker()
         except Exception as exc:
             self.count_error("sync_flush" if forced else "periodic_flush", exc)
@@ -194,10 +209,36 @@ class Session:
     def flush_at_sync(self) -> None:
         """After the program synchronised the device (torch.cuda.synchronize): nothing is in
         flight, so a forced flush cuts no record, and hands over the buffers the periodic flush
-        holds back (collector.BUFFER_BYTES); at most once per flush_s."""
-        if self.backend.active and not self.finished and 0 < self.options.flush_s <= time.monotonic() - self.last_forced:
+        holds back (collector.BUFFER_BYTES). The first synchronisation always flushes (a short
+        program's only one may come just before it dies); later ones at most every sync_flush_s."""
+        if not self.backend.active or self.finished or self.options.flush_s <= 0:
+            return
+        if time.monotonic() - self.last_forced >= self.options.sync_flush_s:
             self.last_forced = time.monotonic()
             self.flush(forced=True)
+
+    def flush_at_death(self, signum: int) -> None:
+        """In the fatal-signal handler (fatal.py), before the process dies of `signum`: the
+        marker says so first (cheap, and kept should the flush hang), then one forced flush and
+        its committed batch; `trace run` completes the partial file."""
+        if self.finished or self.info["pid"] != os.getpid():
+            return
+        self.fatal_signal = signum
+        self.stop_flushing.set()
+        self.started["fatal_signal"] = signum
+        self.update_marker()
+        if not self.backend.active or self.writer is None or not self.write_lock.acquire(timeout=2.0):
+            return
+        try:
+            self.backend.flush(True)
+            self.writer.append(self.backend.take())
+            self.last_flush_ns = time.time_ns()
+            self.started["flushed_at_signal"] = True
+            self.update_marker()
+        except Exception as exc:
+            self.count_error("fatal_flush", exc)
+        finally:
+            self.write_lock.release()
 
     def update_marker(self) -> None:
         """The running process's marker with what it has flushed so far (kernels, timing): what a
@@ -206,6 +247,7 @@ class Session:
         if not self.devices and kernels:
             self.devices = devices()
         write_json(self.folder / f"{self.stem}.json", {**self.started, "kernels": kernels, "flushed_kernels": self.flushed_kernels,
+                                                         "last_flush_unix_ns": self.last_flush_ns,
                                                          "devices": self.devices, "timing": self.timing.to_json()})
 
     # --- fork -----------------------------------------------------------------------------
@@ -219,6 +261,8 @@ class Session:
         self.flushed_kernels = {"periodic": 0, "sync": 0}
         self.devices = []
         self.finishing = self.pending_signal = None
+        self.last_flush_ns = self.fatal_signal = None
+        self.last_forced = -float("inf")
         self.backend.after_fork(self.info["pid"], int(self.backend.clock()))
         if self.memory is not None:
             self.memory.reset_after_fork()
@@ -253,6 +297,8 @@ class Session:
         """The trace, then the marker: written even when the trace could not be (its error in
         `trace_error`; the batches already flushed stay in the partial file for `trace run`)."""
         self.stop_flushing.set()
+        from tracer.capture import fatal
+
         with self.write_lock:
             with self.timing.phase("exit_total"):
                 try:
@@ -262,13 +308,15 @@ class Session:
                     print(f"tracer: trace of pid {os.getpid()} not completed at exit: {error}", file=sys.stderr)
                     fields = {"kernels": self.writer.kernels if self.writer is not None else 0, "trace": None,
                               "cuda": True, "trace_error": error}
+        fatal.uninstall()  # a crash in the interpreter's teardown must not call into Python
+        state = "detached" if ended == "stop-after" else "exited"  # detached: it runs on, untraced
         write_json(self.folder / f"{self.stem}.json", {
-            **self.started, "state": "exited", "ended": ended, "exit": exit_code, "exception": self.exception,
+            **self.started, "state": state, "ended": ended, "exit": exit_code, "exception": self.exception,
             "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(),
             "flushed_kernels": self.flushed_kernels, **fields})
 
     def _write_trace(self, ended: str, exit_code: int | None) -> dict[str, Any]:
-        rec, memory2 = self.backend.stop(forked=self.forked, quick=ended == "sigterm")
+        rec, memory2 = self.backend.stop(forked=self.forked, quick=ended in ("sigterm", "stop-after"))
         if self.memory is not None:
             with self.timing.phase("exit_memory_tables"):
                 self.memory.finish(rec, memory2)
@@ -444,6 +492,22 @@ def _install_sigterm() -> None:
     threading.Thread(target=_watch_sigterm, args=(r,), daemon=True, name="tracer-sigterm").start()
 
 
+def _hook_os_exit() -> None:
+    """os._exit skips atexit: the trace is written first (once; a no-op after finish)."""
+    original = os._exit
+    if getattr(original, "__tracer_hook__", False):
+        return
+
+    def _exit(code: int) -> None:
+        s = _session
+        if s is not None:
+            s.finish("os._exit", code)
+        original(code)
+
+    _exit.__tracer_hook__ = True  # type: ignore[attr-defined]
+    os._exit = _exit
+
+
 def _excepthook(previous: Any) -> Any:
     def hook(kind: Any, value: Any, tb: Any) -> None:
         if _session is not None and not issubclass(kind, SystemExit):
@@ -485,6 +549,7 @@ def start_session(folder: Path, options: CaptureOptions, begun: float | None = N
     with session.timing.phase("bootstrap"):
         session.start()
     atexit.register(_at_exit)
+    _hook_os_exit()
     os.register_at_fork(after_in_child=_after_fork_child)
     sys.excepthook = _excepthook(sys.excepthook)
     _install_sigterm()
@@ -496,7 +561,7 @@ def start_from_env(begun: float | None = None) -> Session | None:
     `begun`: perf_counter when the bootstrap began (its imports are counted in the timing)."""
     global _session
     folder = os.environ.get(ENV_DIR)
-    if not folder or _session is not None:
+    if not folder or _session is not None or (Path(folder) / STOP_FILE).exists():  # after --stop-after: untraced
         return None
     try:
         session = start_session(Path(folder), CaptureOptions.from_env(os.environ.get(ENV_OPTIONS)), begun)

@@ -30,6 +30,7 @@ class Ending(str, Enum):
     SIGNALLED = "signalled"  # stopped by a signal it handled (SIGTERM): its trace was written
     DIED = "died"  # killed without exiting (SIGKILL, a crash): `trace run` rewrote its marker
     UNFINISHED = "unfinished"  # its start marker was never rewritten
+    DETACHED = "detached"  # traced until `trace run --stop-after`, then left running
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,9 @@ class JobProcess:
         if self.ending is Ending.SIGNALLED:
             return f"stopped by signal {self.signal}" + (" (SIGTERM)" if self.signal == SIGTERM else "")
         if self.ending is Ending.DIED:
-            return "died without exiting (SIGKILL or a crash)"
+            return f"died of signal {self.signal}" if self.signal else "died without exiting (SIGKILL or a crash)"
+        if self.ending is Ending.DETACHED:
+            return "traced until --stop-after, left running"
         if self.ending is Ending.UNFINISHED:
             return "never finished (marker not rewritten: killed, crashed or still running)"
         code = "" if self.exit is None else f" {self.exit}"
@@ -176,10 +179,12 @@ def _ending(data: dict[str, Any], path: Path) -> tuple[Ending, int | None, int |
     if state == "exited":
         return Ending.EXITED, code, None
     if state == "died":
-        return Ending.DIED, None, None
+        return Ending.DIED, None, _int(data, "fatal_signal", path)
     if state == "running":
         return Ending.UNFINISHED, None, None
-    raise TraceFormatError(f"{path}: state {state!r} is not one of exited, died, running")
+    if state == "detached":
+        return Ending.DETACHED, None, None
+    raise TraceFormatError(f"{path}: state {state!r} is not one of exited, died, running, detached")
 
 
 def _trace_of(run_dir: Path, stem: str, chosen: str | None) -> Path | None:
