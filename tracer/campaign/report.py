@@ -22,7 +22,7 @@ def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[s
 
 
 def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
-    profile = json.loads(store.meta("profile") or "{}")
+    profile = store.meta_json("profile")
     summary = store.summary()
     check_baseline(baseline, [c.label for c in summary])
     cells = [c.stats for c in summary if c.stats is not None]
@@ -31,7 +31,7 @@ def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
         cells = compare_to_baseline(cells, base)
     by_label = {c.label: c for c in cells}
     rows = [_row(store, c, by_label, profile.get("sprt", {})) for c in summary]
-    env = json.loads(store.meta("environment") or "{}")
+    env = store.meta_json("environment")
     return {"campaign": store.meta("name"), "baseline": base, "cells": rows, "crashes": store.crashes(),
             "trials_needed": {"1%": trials_needed(0.01), "0.1%": trials_needed(0.001)},
             "environment": env, "gpu": (env.get("gpu") or {}).get("name")}

@@ -147,16 +147,15 @@ def execute(jobs: Sequence[Job], out: Path, rules: tuple[Rule, ...], settings: S
 
 def launched_kernels(command: Sequence[str], timeout: float) -> set[str]:
     """Mangled names of the kernels the target launches, from a CUPTI run of it (no sanitizer)."""
-    import sqlite3
-
     from tracer.capture.launcher import capture
+    from tracer.store.sqlite_open import open_sqlite
 
     with tempfile.TemporaryDirectory(prefix="tracer-kernels-") as tmp:
         out = Path(tmp) / "k.sqlite"
         raise_if_timed_out(capture(list(command), out, Path(tmp), timeout), "the CUPTI run listing the target's kernels")
         if not out.is_file():
             raise UsageError("could not list the target's kernels to verify the filter (its CUPTI run wrote no trace)")
-        con = sqlite3.connect(out)
+        con = open_sqlite(out)
         try:
             return {r[0] for r in con.execute("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                                               "JOIN StringIds s ON s.id = k.mangledName")}
