@@ -9,6 +9,7 @@ from pathlib import Path
 from tracer import __version__, resources
 from tracer.errors import UsageError
 from tracer.sanitize.model import SanVerdict, ToolRun
+from tracer.textsafe import lines_text, shown
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SOURCE_ROOT = resources.KERNEL_DIR.parent  # SARIF locations are relative to it (kernels/...)
@@ -30,7 +31,7 @@ def format_text(runs: Sequence[ToolRun]) -> str:
             lines.append(f"    ... {len(r.findings) - 8} more groups (--json lists all)")
         for rule, f in r.suppressed[:4]:
             lines.append(f"    suppressed by {rule}: {f.count} x {f.kind} in {f.kernel}")
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def to_json(runs: Sequence[ToolRun]) -> str:
@@ -52,6 +53,9 @@ def to_junit(runs: Sequence[ToolRun]) -> str:
         if r.suppressed:
             ET.SubElement(case, "system-out").text = "suppressed: " + "; ".join(f"{rule}: {f.count} x {f.kind} in {f.kernel}"
                                                                                  for rule, f in r.suppressed)
+    for el in suite.iter():  # names from the target: no XML-invalid character reaches the file
+        el.text = shown(el.text) if el.text is not None else None
+        el.attrib.update({k: shown(v) for k, v in el.attrib.items()})
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 

@@ -52,7 +52,7 @@ def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
 
 def write_text(path: Path, text: str, fsync: bool = False) -> Path:
     with atomic_output(path, fsync) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate from a trace name
     return path
 
 
