@@ -47,6 +47,10 @@ class Job:
     tool: Tool
 
 
+MAX_JOBS = 64  # sanitizer runs at once on one machine
+MAX_PRINT_LIMIT = 10_000_000  # records compute-sanitizer prints per run
+
+
 @dataclass(frozen=True)
 class Settings:
     """How each tool runs (the same for every job)."""
@@ -64,8 +68,10 @@ class Settings:
             raise unknown("--racecheck-report", self.racecheck_report, RACECHECK_REPORTS)
         if self.racecheck_detect_level not in RACECHECK_LEVELS:
             raise unknown("--racecheck-detect-level", self.racecheck_detect_level, RACECHECK_LEVELS)
-        if self.jobs < 1:
-            raise UsageError(f"--jobs={self.jobs} must be >= 1")
+        if not 1 <= self.jobs <= MAX_JOBS:
+            raise UsageError(f"--jobs {self.jobs} is out of range (allowed: 1 to {MAX_JOBS})")
+        if not 0 <= self.print_limit <= MAX_PRINT_LIMIT:
+            raise UsageError(f"--print-limit {self.print_limit} is out of range (allowed: 0 to {MAX_PRINT_LIMIT:,})")
 
 
 def workload_command(name: str, steps: int | None, shape: str | None,

@@ -57,7 +57,7 @@ def open_problem(path: Path, exc: sqlite3.Error) -> str:
         return (f"has a hot journal ({path.name}-journal, left by a writer that crashed) that must be rolled back "
                 "first: open it once with write access (sqlite3 FILE 'PRAGMA integrity_check'), or remove the journal "
                 "if the half-written transaction is unwanted")
-    if _wal_header(path) and (name.startswith("SQLITE_CANTOPEN") or name.startswith("SQLITE_READONLY")):
+    if _wal_header(path) and (name.startswith("SQLITE_CANTOPEN") or name.startswith("SQLITE_READONLY")):  # _DIRECTORY
         return (f"a WAL-mode database in a folder SQLite cannot write its {path.name}-shm into ({folder} is read-only "
                 "for you): copy the file into a writable folder, or convert it there with "
                 "`sqlite3 FILE 'PRAGMA journal_mode=DELETE'`")
