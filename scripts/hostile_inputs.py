@@ -349,7 +349,7 @@ def folder(name: str) -> Setup:
     return make
 
 
-def job_with(change: Callable[[Path], None]) -> Setup:
+def job_with(change: Callable[[Path], object]) -> Setup:
     """A copy of a real two-rank job run directory, changed by `change(run_dir)`."""
     def make(d: Path) -> None:
         import shutil

@@ -12,6 +12,7 @@ import subprocess
 import sys
 import xml.dom.minidom
 from pathlib import Path
+from typing import IO
 
 import pytest
 
@@ -117,7 +118,7 @@ def test_verdict_plot_with_hostile_workload_names(tmp_path: Path, capsys: pytest
     assert main(["sanitize", "import", str(bad)]) in (0, 1, 6)
 
 
-def _tracer(*argv: str, env: dict[str, str] | None = None, stdout: object = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
+def _tracer(*argv: str, env: dict[str, str] | None = None, stdout: int | IO[str] = subprocess.PIPE) -> subprocess.CompletedProcess[str]:
     full = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     return subprocess.run([sys.executable, "-m", "tracer", *argv], stdout=stdout, stderr=subprocess.PIPE, text=True,
                           timeout=300, env=full)

@@ -9,7 +9,6 @@ import gzip
 import json
 import os
 import shutil
-import sqlite3
 import subprocess
 import sys
 import time

@@ -2,7 +2,6 @@
 text, and the status lines; read from the store, never written to it."""
 from __future__ import annotations
 
-import json
 import sys
 from typing import Any
 

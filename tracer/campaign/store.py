@@ -172,7 +172,7 @@ class Store:
         with self.tx():
             row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
             self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
-        return Inflight(row[0], json.loads(row[1]), row[2]) if row else None
+        return Inflight(row[0], self._trials(row[1]), row[2]) if row else None
 
     def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
         with self.tx():
@@ -182,12 +182,19 @@ class Store:
     def crash_count(self, cell_id: int, trials: list[int]) -> int:
         rows = self.con.execute("SELECT trials FROM crashes WHERE cell_id = ?", (cell_id,)).fetchall()
         wanted = set(trials)
-        return sum(1 for (t,) in rows if wanted & set(json.loads(t)))
+        return sum(1 for (t,) in rows if wanted & set(self._trials(t)))
+
+    def _trials(self, text: object) -> list[int]:
+        """A stored list of trial numbers (JSON text the store wrote); anything else is one error."""
+        data = parse_json(text, f"{self.path}: a crash or in-flight record", "a list of trials") if isinstance(text, str) else None
+        if not (isinstance(data, list) and all(type(t) is int for t in data)):
+            raise TraceFormatError(f"{self.path}: a crash or in-flight record holds {str(text)[:40]!r}, not a list of trial numbers")
+        return data
 
     def crashes(self) -> list[dict]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
-        return [{"cell": a, "trials": json.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
+        return [{"cell": a, "trials": self._trials(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
 
     def summary(self) -> list[CellSummary]:
         out = []

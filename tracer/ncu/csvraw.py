@@ -123,6 +123,6 @@ def _launch_id(text: str, line: int, where: str) -> int:
     except ValueError:
         value = None
     if value is None or not (0 <= value <= MAX_LAUNCH_ID) or not float(value).is_integer():
-        raise TraceFormatError(f"{where}: row {line}: launch ID {text[:40]!r} is not a launch number "
-                               f"(0 to {MAX_LAUNCH_ID:,})")
+        raise TraceFormatError(f"{where}: row {line}: launch ID {text[:40]!r} is not a number from 0 to {MAX_LAUNCH_ID:,} "
+                               "(ncu numbers launches 0, 1, 2...)")
     return int(value)

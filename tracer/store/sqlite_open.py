@@ -9,6 +9,7 @@ import os
 import sqlite3
 from enum import Enum
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote
 
 from tracer.errors import TraceFormatError
@@ -30,10 +31,10 @@ def sqlite_uri(path: Path, mode: Mode) -> str:
 
 
 def open_sqlite(path: Path, mode: Mode = Mode.READ, timeout: float = LOCK_WAIT_S,
-                isolation_level: str | None = "") -> sqlite3.Connection:
+                isolation_level: Literal["", "DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "") -> sqlite3.Connection:
     """A connection to `path` itself; sqlite3 errors escape (callers classify them with
     `open_error`, after the first query, which is where SQLite reports most of them)."""
-    return sqlite3.connect(sqlite_uri(path, mode), uri=True, timeout=timeout, isolation_level=isolation_level,
+    return sqlite3.connect(sqlite_uri(path, mode), uri=True, timeout=timeout, isolation_level=isolation_level,  # type: ignore[arg-type]
                            check_same_thread=False)
 
 

@@ -10,7 +10,6 @@ Every outcome is explicit: a process that died without a trace is listed as such
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, replace
 from enum import Enum
