@@ -766,7 +766,10 @@ writes the XML, text and exit code it is told to, hangs or kills itself), a file
 A case is **handled** when its exit code is the expected one (0 clean or ordered, 1 findings or a
 non-clean verdict, 2 usage or profile error, 6 bad input file, 8 timeout, 9 output not written),
 nothing escaped as a traceback, and an error is one line (argparse's own errors print their usage
-line first). A row marked **no** is a bug to fix, not documented behaviour.
+line first). Cases of round two also check what is left afterwards (the input unchanged, no file
+created, no raw control or bidi character on stdout or stderr, the SVG parses as XML, the message
+says what it must): a failed check is shown as what the case gets. A row marked **no** is a bug to
+fix, not documented behaviour.
 
 Sanitizer verdicts beyond `clean`: `incomplete` (no error read, but the outputs cannot prove the
 run was checked to the end: empty, truncated or malformed XML, a text output without its ERROR
