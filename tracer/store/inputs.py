@@ -1,5 +1,6 @@
 """Bounded reads of the files tracer is given or finds in run directories. What is there is looked
-at before it is read (stat of an fd opened with O_NONBLOCK, so a FIFO never blocks): a FIFO, a
+at before it is opened (stat) and again once open (fstat of an fd opened with O_NONBLOCK, so a
+FIFO swapped in between never blocks): a FIFO, a
 device (/dev/zero, /dev/urandom), a socket or a directory, directly or through a symlink, is
 refused naming what it is. A file is read only up to its stated limit, and JSON only to a stated
 nesting depth; each refusal is one line."""
@@ -66,6 +67,9 @@ def read_head(path: Path, size: int, what: str, error: ErrorType = TraceFormatEr
 
 
 def _read(path: Path, limit: int, what: str, error: ErrorType, whole: bool) -> bytes:
+    """stat before open (opening some devices does something), fstat after it (the path may have
+    changed between the two)."""
+    check_file(path, what, error)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:

@@ -38,8 +38,8 @@ def check_kind(path: Path) -> None:
     """An existing output must be a regular file (it is replaced by rename, which a device must never be)."""
     try:
         st = os.stat(path)
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there: the write itself says what is wrong with the folder
     except OSError as exc:
         raise UsageError(f"output {path} cannot be checked ({exc.strerror or exc})") from None
     kind = kind_of(st.st_mode)
