@@ -13,7 +13,12 @@ from matplotlib.figure import Figure
 from matplotlib.text import Text
 from matplotlib.ticker import FixedFormatter, FuncFormatter
 
-from tracer.textsafe import shown_text
+from tracer.textsafe import lines_text
+
+
+def shown_text(text: str) -> str:
+    """Drawn text: its lines kept, everything else escaped (a tab has no glyph either)."""
+    return lines_text(text.split("\n"))
 
 
 def plain_text(fig: Figure) -> None:
