@@ -10,6 +10,7 @@ by the command before it is opened.
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Union
 from tracer import jsonkeys
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
 from tracer.errors import TraceFormatError
+from tracer.store.inputs import check_file, load_json_object, read_head
 from tracer.trace.pairs import PairSpec
 
 if TYPE_CHECKING:
@@ -104,8 +106,7 @@ Artifact = Union[TraceRun, SanitizeRun, CampaignRun, NcuRun, JobRun]
 
 
 def _head(path: Path) -> bytes:
-    with open(path, "rb") as fh:
-        return fh.read(HEAD_BYTES)
+    return read_head(path, HEAD_BYTES, "a trace, sanitizer output or campaign file")
 
 
 def _json_keys(head: bytes) -> set[str]:
@@ -113,7 +114,7 @@ def _json_keys(head: bytes) -> set[str]:
     if len(head) < HEAD_BYTES:
         try:
             data = jsonkeys.loads(head)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):
             return set()
         return set(data) if isinstance(data, dict) else set()
     text = head.decode("utf-8", "replace")
@@ -139,20 +140,14 @@ def sniff(path: Path) -> Kind:
 
 
 def _read_json(path: Path) -> dict[str, Any]:
-    try:
-        data = jsonkeys.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise TraceFormatError(f"{path}: not readable JSON ({exc})") from exc
-    if not isinstance(data, dict):
-        raise TraceFormatError(f"{path}: a JSON {type(data).__name__}, not an object")
-    return data
+    return load_json_object(path, path.name)
 
 
 def _run_files(path: Path) -> tuple[PairSpec | None, dict[str, Any] | None]:
     """The pairs of a run directory's verdict.json and its environment.json (None where absent)."""
     verdict, env = path / "verdict.json", path / "environment.json"
-    spec = PairSpec.from_json(_read_json(verdict).get("pair_spec", "none")) if verdict.is_file() else None
-    return spec, _read_json(env) if env.is_file() else None
+    spec = PairSpec.from_json(_read_json(verdict).get("pair_spec", "none")) if os.path.lexists(verdict) else None
+    return spec, _read_json(env) if os.path.lexists(env) else None
 
 
 def open_trace_dir(path: Path) -> TraceRun:
@@ -232,8 +227,9 @@ def open_artifact(path: Path) -> Artifact:
         if (path / "report.json").is_file():
             return open_sanitize(path)
         raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json or profile.json in it)")
-    if not path.is_file():
+    if not os.path.lexists(path):
         raise TraceFormatError(f"{path}: no such file or directory")
+    check_file(path, "a trace, sanitizer output, campaign store or run directory")
     kind = sniff(path)
     if kind is Kind.SANITIZE:
         return open_sanitize(path)

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from types import ModuleType
 
 from tracer import __version__
-from tracer.errors import InternalError, TracerError
+from tracer.errors import InternalError, OutputError, TracerError
+from tracer.textsafe import TerminalStream, shown
 
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
@@ -86,6 +87,15 @@ def _crash(exc: BaseException, debug: bool) -> int:
     return InternalError.exit_code
 
 
+def _error(exc: TracerError) -> int:
+    """One line on stderr (names in it escaped: a newline in a file name cannot add a line)."""
+    try:
+        print(f"tracer: error: {shown(exc)}", file=sys.stderr)
+    except (OSError, TracerError):
+        pass  # stderr is gone too: the exit code still says it
+    return exc.exit_code
+
+
 def _stdout_gone() -> int:
     """stdout's reader closed the pipe: stop quietly, and keep the interpreter's final flush quiet too."""
     try:
@@ -106,18 +116,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(None if {"-h", "--help"} & set(argv[:at]) else name)  # `tracer -h trace`: every command's help
     args = parser.parse_args(with_default_action(parser, argv))
     args.command_after_dashdash = extra
+    streams = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = TerminalStream(sys.stdout, _stdout_failed), TerminalStream(sys.stderr, _stdout_failed)
+    try:
+        return _run(args)
+    finally:
+        sys.stdout, sys.stderr = streams
+
+
+def _stdout_failed(exc: OSError) -> OutputError:
+    return OutputError(f"cannot write to standard output: {exc.strerror or exc}")
+
+
+def _run(args: argparse.Namespace) -> int:
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
         return code
     except TracerError as exc:
-        print(f"tracer: error: {exc}", file=sys.stderr)
-        return exc.exit_code
+        return _error(exc)
     except KeyboardInterrupt:
         print("tracer: interrupted", file=sys.stderr)
         return INTERRUPTED
     except BrokenPipeError:
         return _stdout_gone()
+    except RecursionError as exc:  # a reader that recursed on hostile input: still tracer's bug, but never a hang
+        return _crash(exc, args.debug)
     except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
         return _crash(exc, args.debug)
 

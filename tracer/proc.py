@@ -46,14 +46,18 @@ class ProcResult:
         return self.stderr_path.read_text(errors="replace")
 
 
+MAX_TIMEOUT_S = 30 * 86400  # a month; waits past threading.TIMEOUT_MAX (292 years) raise OverflowError
+
+
 def check_timeout(value: object) -> float:
     """A timeout in seconds: a finite number above 0 (nan, inf, 0 and negatives are refused)."""
     try:
         seconds = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         seconds = math.nan
-    if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):
-        raise UsageError(f"--timeout {value!r} must be a number of seconds above 0, e.g. 1800")
+    if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_S):
+        raise UsageError(f"--timeout {value!r} must be a number of seconds above 0 and at most {MAX_TIMEOUT_S:,} "
+                         "(30 days), e.g. 1800")
     return seconds
 
 

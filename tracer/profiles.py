@@ -137,12 +137,9 @@ def validate(where: str, data: Any, schema: Schema, prefix: str = "") -> dict[st
 def load_yaml(path: Path) -> Any:
     """A YAML file as data: UTF-8, at most MAX_YAML_BYTES, and at most MAX_YAML_NODES values once
     aliases are expanded (checked on the node graph, before any value is built)."""
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise ProfileError(f"{path}: cannot read profile ({exc.strerror})") from exc
-    if len(raw) > MAX_YAML_BYTES:
-        raise ProfileError(f"{path}: {len(raw)} bytes is not a profile (at most {MAX_YAML_BYTES})")
+    from tracer.store.inputs import read_limited
+
+    raw = read_limited(path, MAX_YAML_BYTES, "a profile", ProfileError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -42,7 +42,10 @@ def open_store(spec: CampaignSpec, path: Path | None) -> Store:
     """The campaign's store (default runs/NAME.campaign.sqlite), created or resumed, with its run lock held."""
     from tracer.store.rundir import environment
 
-    store = Store.open(path or Path("runs") / f"{spec.name}.campaign.sqlite", create=True, exclusive=True)
+    from tracer.store.outpath import guard_output
+
+    where = guard_output(path or Path("runs") / f"{spec.name}.campaign.sqlite", [spec.path])
+    store = Store.open(where, create=True, exclusive=True)
     store.init(spec, environment())
     return store
 

@@ -2,6 +2,8 @@
 count, validated like the workload profiles."""
 from __future__ import annotations
 
+import os
+import re
 from dataclasses import asdict, dataclass
 from itertools import product
 from pathlib import Path
@@ -17,6 +19,7 @@ CAMPAIGN_DIR = PROFILE_DIR / "campaigns"
 EXECUTORS = ("local", "slurm")
 MAX_TASKS = 4096  # workers or array tasks
 EXTRA_KEYS = {"workload", "variant", "config", "shape", "dtype", "label"}
+NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # the store is runs/NAME.campaign.sqlite: a file name, no folder
 
 SCHEMA: dict[str, Any] = {
     "schema": Field(int, required=True),
@@ -153,6 +156,9 @@ def _cell(workload: str, variant: str, config: str, shape: str, dtype: str, *, m
 
 
 def _post(where: str, d: dict[str, Any]) -> None:
+    if not NAME.fullmatch(d["name"]) or ".." in d["name"]:
+        raise ProfileError(f"{where}: key 'name' = {d['name']!r} must be a plain file name: 1 to 100 letters, digits, "
+                           "'_', '-' or '.', starting with a letter or digit, no '..' (the store is runs/NAME.campaign.sqlite)")
     names = {v.value for v in Variant}
     for v in d["variants"]:
         if v not in names:
@@ -219,7 +225,7 @@ def check_run_options(**values: int | None) -> None:
 
 def load_campaign(name_or_path: str) -> CampaignSpec:
     path = Path(name_or_path)
-    if not path.is_file():
+    if not os.path.lexists(path):
         candidate = CAMPAIGN_DIR / f"{name_or_path}.yaml"
         if not candidate.is_file():
             from tracer.errors import unknown

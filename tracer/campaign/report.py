@@ -2,11 +2,12 @@
 text, and the status lines; read from the store, never written to it."""
 from __future__ import annotations
 
+import sys
 from typing import Any
 
-from tracer import jsonkeys
 from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, trials_needed
 from tracer.campaign.store import CellSummary, Store
+from tracer.textsafe import lines_text
 
 
 def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[str, float]) -> dict[str, Any]:
@@ -22,7 +23,7 @@ def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[s
 
 
 def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
-    profile = jsonkeys.loads(store.meta("profile") or "{}")
+    profile = store.meta_json("profile")
     summary = store.summary()
     check_baseline(baseline, [c.label for c in summary])
     cells = [c.stats for c in summary if c.stats is not None]
@@ -31,7 +32,7 @@ def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
         cells = compare_to_baseline(cells, base)
     by_label = {c.label: c for c in cells}
     rows = [_row(store, c, by_label, profile.get("sprt", {})) for c in summary]
-    env = jsonkeys.loads(store.meta("environment") or "{}")
+    env = store.meta_json("environment")
     return {"campaign": store.meta("name"), "baseline": base, "cells": rows, "crashes": store.crashes(),
             "trials_needed": {"1%": trials_needed(0.01), "0.1%": trials_needed(0.001)},
             "environment": env, "gpu": (env.get("gpu") or {}).get("name")}
@@ -63,7 +64,7 @@ def format_report(d: dict[str, Any]) -> str:
         trials = ", ".join(str(t) for t in c["trials"][:3]) + (", ..." if len(c["trials"]) > 3 else "")
         lines.append(f"crash: {c['cell']} trials {trials} "
                      f"exit {c['exit_code']} on {c['gpu']}: {str(c['detail'])[:160]}")
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def format_status(store: Store) -> str:
@@ -73,14 +74,17 @@ def format_status(store: Store) -> str:
     crashes = store.crashes()
     if crashes:
         lines.append(f"  {len(crashes)} crash(es) recorded (see `campaign report`)")
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def progress(store: Store, total: int, enabled: bool):  # type: ignore[no-untyped-def]
     """A rich progress bar over the trials stored since it started, and the tick that updates it."""
+    from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    bar = Progress(TextColumn("trials"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not enabled)
+    raw = getattr(sys.stdout, "inner", sys.stdout)  # its own cursor codes go to the terminal as they are
+    bar = Progress(TextColumn("trials"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(), disable=not enabled,
+                   console=Console(file=raw))
     task = bar.add_task("trials", total=total)
     base = store.trial_count()
 

@@ -4,6 +4,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from tracer.store.inputs import read_head
+from tracer.store.sqlite_open import SQLITE_MAGIC, open_sqlite
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS campaign (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE IF NOT EXISTS cells (id INTEGER PRIMARY KEY, key TEXT UNIQUE NOT NULL, label TEXT, workload TEXT,
@@ -16,16 +19,14 @@ CREATE TABLE IF NOT EXISTS crashes (id INTEGER PRIMARY KEY, cell_id INTEGER, tri
 CREATE TABLE IF NOT EXISTS inflight (worker TEXT PRIMARY KEY, cell_id INTEGER, trials TEXT, gpu TEXT, started REAL);
 """
 TABLES = frozenset({"campaign", "cells", "trials", "crashes", "inflight"})
-SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def table_names(path: Path) -> set[str]:
     """The tables of an SQLite file, looked at read-only (empty for a file that is not SQLite).
     sqlite3.OperationalError escapes: SQLite could not read a database (I/O, a WAL file's -shm)."""
-    with open(path, "rb") as fh:
-        if fh.read(16) != SQLITE_MAGIC:
-            return set()
-    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    if read_head(path, 16, "a campaign store") != SQLITE_MAGIC:
+        return set()
+    con = open_sqlite(path)
     try:
         return {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
     except sqlite3.OperationalError:

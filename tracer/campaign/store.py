@@ -4,21 +4,24 @@ leaves either the whole batch or none of it."""
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from tracer import jsonkeys
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
 from tracer.campaign.schema import SCHEMA, TABLES, table_names
 from tracer.errors import OutputError, TraceFormatError, UsageError
+from tracer.store.inputs import RUN_FILE_LIMIT, check_file, parse_json, size_words
 from tracer.store.lock import RunLock, run_lock
+from tracer.store.sqlite_open import Mode, open_sqlite, open_problem
 
 BAD_FLAG = ("(typeof(failed) != 'integer' OR failed NOT IN (0, 1) OR typeof(crashed) != 'integer' "
             "OR crashed NOT IN (0, 1))")
+READ_WAIT_S = 2.0  # status and report wait this long for a writer's lock (WAL readers rarely wait at all)
 
 
 @dataclass(frozen=True)
@@ -69,16 +72,17 @@ class Store:
         """Open a campaign store. A file that is not one is refused untouched; `readonly` opens
         it for reading only (status, report); `exclusive` takes the store's run lock
         (tracer.store.lock) for as long as the Store lives, so two runs never run one trial twice."""
-        if not create and not path.is_file():
-            raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
-        if path.is_file():
+        if os.path.lexists(path):
+            check_file(path, "a campaign store (an SQLite file)")
             require_campaign_file(path, allow_empty=create)
+        elif not create:
+            raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
         if readonly:
-            return cls(path, sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=60, isolation_level=None))
+            return cls(path, _read_only(path))
         lock = run_lock(path) if exclusive else None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            con = sqlite3.connect(path, timeout=60, isolation_level=None)
+            con = open_sqlite(path, Mode.CREATE, timeout=60, isolation_level=None)
             con.execute("PRAGMA journal_mode=WAL")
             con.execute("PRAGMA synchronous=NORMAL")
             con.executescript(SCHEMA)
@@ -116,6 +120,20 @@ class Store:
     def meta(self, key: str) -> str | None:
         row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
+
+    def meta_json(self, key: str) -> dict:
+        """A JSON object stored under key ({} where absent): its size checked before it is read, its
+        depth while it is decoded; anything else is one TraceFormatError naming the store."""
+        row = self.con.execute("SELECT typeof(value), length(CAST(value AS BLOB)) FROM campaign WHERE key = ?", (key,)).fetchone()
+        if row is None or row[0] == "null":
+            return {}
+        where = f"{self.path}: the campaign's {key}"
+        if row[0] != "text" or row[1] > RUN_FILE_LIMIT:
+            raise TraceFormatError(f"{where} is {row[0]} of {row[1]:,} bytes, not JSON text of at most {size_words(RUN_FILE_LIMIT)}")
+        data = parse_json(self.meta(key) or "", where, "JSON")
+        if not isinstance(data, dict):
+            raise TraceFormatError(f"{where} must be a JSON object, not {type(data).__name__}")
+        return data
 
     def cells(self) -> list[StoredCell]:
         rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
@@ -160,7 +178,7 @@ class Store:
         with self.tx():
             row = self.con.execute("SELECT cell_id, trials, gpu FROM inflight WHERE worker = ?", (worker,)).fetchone()
             self.con.execute("DELETE FROM inflight WHERE worker = ?", (worker,))
-        return Inflight(row[0], jsonkeys.loads(row[1]), row[2]) if row else None
+        return Inflight(row[0], self._trials(row[1]), row[2]) if row else None
 
     def record_crash(self, cell_id: int, trials: list[int], worker: str, gpu: str, exit_code: int | None, detail: str) -> None:
         with self.tx():
@@ -170,12 +188,19 @@ class Store:
     def crash_count(self, cell_id: int, trials: list[int]) -> int:
         rows = self.con.execute("SELECT trials FROM crashes WHERE cell_id = ?", (cell_id,)).fetchall()
         wanted = set(trials)
-        return sum(1 for (t,) in rows if wanted & set(jsonkeys.loads(t)))
+        return sum(1 for (t,) in rows if wanted & set(self._trials(t)))
+
+    def _trials(self, text: object) -> list[int]:
+        """A stored list of trial numbers (JSON text the store wrote); anything else is one error."""
+        data = parse_json(text, f"{self.path}: a crash or in-flight record", "a list of trials") if isinstance(text, str) else None
+        if not (isinstance(data, list) and all(type(t) is int for t in data)):
+            raise TraceFormatError(f"{self.path}: a crash or in-flight record holds {str(text)[:40]!r}, not a list of trial numbers")
+        return data
 
     def crashes(self) -> list[dict]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
-        return [{"cell": a, "trials": jsonkeys.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
+        return [{"cell": a, "trials": self._trials(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
 
     def summary(self) -> list[CellSummary]:
         out = []
@@ -197,11 +222,22 @@ def require_campaign_file(path: Path, allow_empty: bool = False) -> None:
         return
     try:
         tables = table_names(path)
-    except sqlite3.OperationalError as exc:  # I/O: a WAL store needs its -shm file even to be read
-        raise OutputError(f"cannot open the campaign store {path}: {exc} (SQLite writes a -shm file beside it)") from exc
+    except sqlite3.OperationalError as exc:  # a lock, a hot journal, a WAL store's -shm in a read-only folder
+        raise OutputError(f"cannot open the campaign store {path}: {open_problem(path, exc)}") from exc
     if not TABLES <= tables:
         raise TraceFormatError(f"{path}: not a campaign store (an SQLite file with the tables {', '.join(sorted(TABLES))}); "
                                "left as it was")
+
+
+def _read_only(path: Path) -> sqlite3.Connection:
+    """A reading connection that has read the schema: a lock, hot journal or WAL problem is said here."""
+    con = open_sqlite(path, Mode.READ, timeout=READ_WAIT_S, isolation_level=None)
+    try:
+        con.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.DatabaseError as exc:
+        con.close()
+        raise TraceFormatError(f"{path}: {open_problem(path, exc)}") from exc
+    return con
 
 
 def store_error(path: Path, exc: Exception) -> OutputError:

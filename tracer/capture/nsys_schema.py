@@ -21,6 +21,7 @@ from tracer.capture.demangle import demangle, short_name
 from tracer.capture.records import (AccessRec, AllocationRec, ApiRec, EventRec, GraphNodeRec, HostQueryRec, KernelRec,
                                     LaunchUnknownRec, OpRec, StreamRec, SyncRec, TraceRecords)
 from tracer.interner import Interner
+from tracer.store.sqlite_open import Mode, open_sqlite
 from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # the contract: docs/design/capture-memory-jobs.md
 from tracer.format.procs import PARTIAL_META, partial_path
 
@@ -143,7 +144,7 @@ class TraceWriter:
     @contextmanager
     def _open(self) -> Iterator[sqlite3.Connection]:
         """A connection for one transaction, closed after it (committed, or rolled back on error)."""
-        con = sqlite3.connect(self.tmp, check_same_thread=False)
+        con = open_sqlite(self.tmp, Mode.CREATE, timeout=5.0)
         try:
             # The journal makes a batch all-or-nothing for a process killed mid-write; no fsync:
             # the OS keeps what a dead process wrote (only a machine crash could lose it).
@@ -347,7 +348,7 @@ def salvage(partial: Path, final: Path, note: str) -> int | None:
     rolled back by SQLite on opening): META TRACER_PARTIAL says why, and the file takes its final
     name; returns its kernels, or None (the file removed) when it died before its first commit.
     Run by `trace run` after the process is gone, never by a traced process."""
-    con = sqlite3.connect(partial)
+    con = open_sqlite(partial, Mode.WRITE, timeout=5.0)
     try:
         with con:
             con.execute("DELETE FROM META_DATA_EXPORT WHERE name = ?", (PARTIAL_META,))

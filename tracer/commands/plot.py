@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace_or_job
 from tracer.errors import UsageError
+from tracer.store.outpath import guard_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -48,6 +49,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     from tracer.trace.timeline import timeline_data
 
     size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
+    guard_output(args.output, [args.source])
     run = open_trace_or_job(args.source)
     spec = PairSpec(PairMode.NONE) if args.no_pairs else choose_pairs(args, run.pair_spec)
     a = run.analyze(spec)
@@ -63,6 +65,7 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
     from tracer.plots.timeline import save
     from tracer.plots.verdicts import draw_verdicts
 
+    guard_output(args.output, args.sources)
     runs = [r for s in args.sources for r in expect(s, open_source(s), SanitizeRun, "a sanitizer report").runs]
     out = save(draw_verdicts(runs), args.output)
     print(f"wrote {out}: {len(runs)} runs")
@@ -74,6 +77,7 @@ def cmd_ablation(args: argparse.Namespace) -> int:
     from tracer.plots.ablation import draw_ablation
     from tracer.plots.timeline import save
 
+    guard_output(args.output, [args.source])
     run: CampaignRun = expect(args.source, open_source(args.source), CampaignRun, "a campaign store or ablation JSON")
     out = save(draw_ablation(list(run.cells)), args.output)
     print(f"wrote {out}: {len(run.cells)} variants" + (f" ({len(run.empty)} without trials: {', '.join(run.empty)})"

@@ -23,9 +23,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tracer.report.build import build_report
+    from tracer.store.outpath import guard_output
     from tracer.trace.selection import parse_range
 
     rx = parse_range(args.range)
+    guard_output(args.output, args.sources)
     rep = build_report([open_source(s) for s in args.sources], "tracer report", rx)
     out = rep.write(args.output)
     print(f"wrote {out} ({len(rep.sections)} sections)")

@@ -90,7 +90,9 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 def cmd_export(args: argparse.Namespace) -> int:
     from tracer.plots.perfetto import write_perfetto
+    from tracer.store.outpath import guard_output
 
+    guard_output(args.output, [args.source])
     run = open_trace_or_job(args.source)
     n = write_perfetto(run.analyze(choose_pairs(None, run.pair_spec, "none"), hazards=False), args.output)
     print(f"wrote {args.output} ({n} events); open it in ui.perfetto.dev")

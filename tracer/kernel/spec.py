@@ -15,6 +15,7 @@ WIDTHS = (1, 2, 4, 8, 16)
 # Blocks of the widest preferred patch resident per SM (64 registers x 256 threads on sm_90): the
 # heuristic's estimate of how many tiles run at once.
 BLOCKS_PER_SM = 4
+MAX_SMS = 1024  # SMs of one GPU: H200 132, the largest parts of the report 188
 
 
 class Variant(str, Enum):
@@ -201,8 +202,8 @@ def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
     qualifies, the one with the most tiles."""
     if rows < 1 or cols < 1:
         raise UsageError(f"shape {rows}x{cols}: both dimensions must be >= 1")
-    if num_sms < 1:
-        raise UsageError(f"num_sms={num_sms} must be >= 1")
+    if not 1 <= num_sms <= MAX_SMS:
+        raise UsageError(f"--sms {num_sms} is not an SM count (allowed: 1 to {MAX_SMS}; H200 has 132)")
     fitting = [c for c in all_configs(dtype) if c.fits(dtype, rows, cols)]
     by_patch = {(c.load_elems(dtype), c.store): c for c in fitting}
     candidates = [by_patch[p] for p in PREFERRED_PATCHES if p in by_patch] or fitting

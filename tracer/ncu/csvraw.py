@@ -9,6 +9,11 @@ from pathlib import Path
 
 from tracer.errors import TraceFormatError
 from tracer.ncu.records import Dim3, Launch, Metric, NcuReport, Source, build_launch
+from tracer.store.inputs import MB, read_limited
+
+CSV_LIMIT = 256 * MB  # read whole: larger exports are refused in one line (split them with ncu --launch-count)
+CELL_LIMIT = 1 * MB  # csv's default of 131,072 characters; a demangled template name can pass it
+MAX_LAUNCH_ID = (1 << 53) - 1  # exact in the float ncu's numbers are read as
 
 NOT_A_NUMBER = {"", "n/a", "no data", "-", "nan"}
 IDENTITY = ("ID", "Process ID", "Process Name", "Host Name", "Kernel Name", "Context", "Stream", "Block Size",
@@ -43,17 +48,31 @@ def parse_dim3(text: str) -> Dim3 | None:
 
 
 def read_csv(path: Path) -> NcuReport:
+    raw = read_limited(path, CSV_LIMIT, "an ncu CSV export")
     try:
-        text = path.read_text(encoding="utf-8-sig", errors="strict")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = raw.decode("utf-8-sig", errors="strict")
+    except UnicodeDecodeError as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc})") from None
     launches, notes = parse_raw_csv(text, str(path))
     return NcuReport(str(path), Source.CSV, launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
                      notes=tuple(n for n in notes if not n.startswith("NVTX")))
 
 
+def _rows(text: str, where: str) -> list[list[str]]:
+    """The CSV's non-empty rows; a cell over CELL_LIMIT characters or a broken quote is one error."""
+    reader = csv.reader(io.StringIO(text))
+    old = csv.field_size_limit(CELL_LIMIT)
+    try:
+        return [r for r in reader if r]
+    except csv.Error as exc:
+        raise TraceFormatError(f"{where}: line {reader.line_num}: not CSV ncu writes ({exc}; "
+                               f"a cell may hold at most {CELL_LIMIT:,} characters)") from None
+    finally:
+        csv.field_size_limit(old)
+
+
 def parse_raw_csv(text: str, where: str = "<csv>") -> tuple[tuple[Launch, ...], list[str]]:
-    rows = [r for r in csv.reader(io.StringIO(text)) if r]
+    rows = _rows(text, where)
     start = next((i for i, r in enumerate(rows) if r[:1] == ["ID"] and "Kernel Name" in r), None)
     if start is None:
         raise TraceFormatError(f"{where}: not an `ncu --csv --page raw` export (no header row starting with "
@@ -79,10 +98,7 @@ def _launch(header: list[str], units: list[str], row: list[str], line: int, wher
     if len(row) != len(header):
         raise TraceFormatError(f"{where}: row {line} has {len(row)} cells, the header {len(header)} (truncated export?)")
     cells = dict(zip(header, row))
-    try:
-        launch_id = int(parse_number(cells["ID"]) or 0)
-    except ValueError:
-        raise TraceFormatError(f"{where}: row {line}: launch ID {cells['ID']!r} is not a number") from None
+    launch_id = _launch_id(cells["ID"], line, where)
     metrics = {}
     for h, u, v in zip(header, units, row):
         if h in IDENTITY:
@@ -92,5 +108,21 @@ def _launch(header: list[str], units: list[str], row: list[str], line: int, wher
         except ValueError:
             continue  # a string-valued metric (e.g. launch__func_cache_config): never one tracer reads
     nvtx = tuple(row[i] for i in nvtx_cols if row[i])
-    return build_launch(launch_id, cells["Kernel Name"], nvtx, parse_dim3(cells["Grid Size"]),
-                        parse_dim3(cells["Block Size"]), metrics)
+    try:
+        grid, block = parse_dim3(cells["Grid Size"]), parse_dim3(cells["Block Size"])
+    except OverflowError:
+        raise TraceFormatError(f"{where}: row {line}: grid {cells['Grid Size'][:40]!r} or block "
+                               f"{cells['Block Size'][:40]!r} is out of range") from None
+    return build_launch(launch_id, cells["Kernel Name"], nvtx, grid, block, metrics)
+
+
+def _launch_id(text: str, line: int, where: str) -> int:
+    """ncu numbers launches 0, 1, 2...: anything else (inf, 1e999, nan, -1, 2.5) is refused."""
+    try:
+        value = parse_number(text)
+    except ValueError:
+        value = None
+    if value is None or not (0 <= value <= MAX_LAUNCH_ID) or not float(value).is_integer():
+        raise TraceFormatError(f"{where}: row {line}: launch ID {text[:40]!r} is not a number from 0 to {MAX_LAUNCH_ID:,} "
+                               "(ncu numbers launches 0, 1, 2...)")
+    return int(value)

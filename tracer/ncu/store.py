@@ -3,16 +3,18 @@ records of every launch, so later steps need neither ncu nor the report reader).
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tracer import jsonkeys
 from tracer.errors import TraceFormatError
 from tracer.ncu.records import NcuReport
+from tracer.store.inputs import MB, load_json_object
 
 PROFILE_JSON = "profile.json"
+PROFILE_LIMIT = 64 * MB  # every launch's metrics: a 2,000-launch --set full profile is about 10 MB
 SCHEMA = 1
 
 
@@ -42,15 +44,15 @@ class ProfileRun:
 
 
 def is_profile_run(path: Path) -> bool:
-    return (path / PROFILE_JSON).is_file() if path.is_dir() else path.name == PROFILE_JSON
+    return os.path.lexists(path / PROFILE_JSON) if path.is_dir() else path.name == PROFILE_JSON
 
 
 def load_run(path: Path) -> ProfileRun:
     file = path / PROFILE_JSON if path.is_dir() else path
-    if not file.is_file():
+    if not os.path.lexists(file):
         raise TraceFormatError(f"{path}: no {PROFILE_JSON} (expected a `tracer profile` run directory)")
     try:
-        data = jsonkeys.loads(file.read_text())
+        data = load_json_object(file, PROFILE_JSON, PROFILE_LIMIT)
         if data.get("kind") != "tracer-profile" or data.get("schema") != SCHEMA:
             raise ValueError(f"kind {data.get('kind')!r} schema {data.get('schema')!r}, expected tracer-profile {SCHEMA}")
         targets = tuple(ProfiledTarget(t["label"], t.get("variant"), NcuReport.from_json(t["report"]), t.get("exit"),

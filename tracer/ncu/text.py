@@ -4,6 +4,7 @@ from __future__ import annotations
 from tracer.ncu.compare import Comparison, Delta, Summary
 from tracer.ncu.records import MEMBAR, Launch
 from tracer.ncu.store import ProfileRun
+from tracer.textsafe import lines_text
 
 SHOWN = 40
 
@@ -57,7 +58,7 @@ def format_run(run: ProfileRun) -> str:
         missing = sorted({m for x in r.launches for m in x.missing})
         if missing:
             lines.append("  not in the report (shown as ?): " + ", ".join(missing))
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def _summary_row(s: Summary) -> str:
@@ -83,7 +84,7 @@ def format_comparison(c: Comparison) -> str:
                   f"  {'group':<28} {'duration':>9} {'DRAM':>7} {'L2':>7} {'occ':>7} {'IPC':>6} {'membar':>9}  grew most"]
         lines += [_delta_row(d) for d in c.deltas]
     lines += [f"note: {n}" for n in c.notes]
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def format_pair(c: Comparison, a: str, b: str) -> str:
@@ -102,4 +103,4 @@ def format_pair(c: Comparison, a: str, b: str) -> str:
     for r in ranked + ([MEMBAR] if MEMBAR not in ranked and (MEMBAR in shares_a or MEMBAR in shares_b) else []):
         va, vb = 100 * shares_a.get(r, 0.0), 100 * shares_b.get(r, 0.0)
         lines.append(f"  {'stall ' + r + ' %':<24} {va:>22.2f} {vb:>22.2f} {vb - va:>+10.2f}")
-    return "\n".join(lines)
+    return lines_text(lines)

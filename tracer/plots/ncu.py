@@ -14,6 +14,7 @@ from matplotlib.figure import Figure  # noqa: E402
 
 from tracer.ncu.compare import Comparison  # noqa: E402
 from tracer.ncu.records import MEMBAR  # noqa: E402
+from tracer.plots.text import plain_drawing  # noqa: E402
 
 TOP_REASONS = 7  # the rest stack as "other"
 MEMBAR_COLOR, OTHER_COLOR = "#d62728", "#bbbbbb"
@@ -85,7 +86,8 @@ def draw_comparison(c: Comparison) -> Figure:
     draw_stalls(left, c)
     draw_throughput(right, c)
     fig.suptitle(f"Nsight Compute, clock control {c.clock_control or 'unknown'}", fontsize=10)
-    fig.tight_layout()
+    with plain_drawing(fig):
+        fig.tight_layout()
     return fig
 
 

@@ -69,7 +69,7 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     draw_arrows(ax, data, gpu_y)
     _axes(ax, data, rows, y)
     fig.suptitle(data.title, fontsize=12)
-    ax.set_title(f"{data.subtitle}\n{data.hint}".replace("$", r"\$"), fontsize=9)  # a '$' of --range is no mathtext
+    ax.set_title(f"{data.subtitle}\n{data.hint}", fontsize=9)  # drawn as plain text (tracer.plots.text)
     handles = legend_handles(data, colors)
     fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns(handles, size[0]), fontsize=8, frameon=False)
     _label_bars(fig, ax, data, gpu_y)
@@ -211,7 +211,10 @@ def legend_handles(data: TimelineData, colors: list[str]) -> list:  # type: igno
 
 def _label_bars(fig: Figure, ax: Axes, data: TimelineData, gpu_y: list[float]) -> None:
     """Names inside the bars wide enough to hold them (measured after the layout), at most MAX_LABELS."""
-    fig.draw_without_rendering()
+    from tracer.plots.text import plain_drawing
+
+    with plain_drawing(fig):
+        fig.draw_without_rendering()
     lo, hi = data.window_us
     px_per_us = ax.get_window_extent().width / max(hi - lo, 1e-9)
     todo: list[tuple[float, float, float, list[str]]] = []  # (x0, x1, y, candidate texts)
@@ -246,11 +249,12 @@ def save(fig: Figure, out: Path) -> Path:
         from tracer.errors import UsageError
 
         raise UsageError(f"output {out} must end in .png or .svg")
+    from tracer.plots.text import savefig
     from tracer.store.atomic import atomic_output
 
     try:
         with atomic_output(out) as tmp:
-            fig.savefig(tmp, format=out.suffix[1:].lower())
+            savefig(fig, str(tmp), out.suffix[1:].lower())
     finally:
         plt.close(fig)
     return out

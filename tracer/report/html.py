@@ -38,10 +38,12 @@ class Report:
         self.sections.append(Section(title, f"<table><tr>{head}</tr>{body}</table>"))
 
     def add_figure(self, title: str, fig: Figure, caption: str = "") -> None:
-        buf = io.BytesIO()
-        fig.savefig(buf, format="png")
         import matplotlib.pyplot as plt
 
+        from tracer.plots.text import savefig
+
+        buf = io.BytesIO()
+        savefig(fig, buf, "png")
         plt.close(fig)
         data = base64.b64encode(buf.getvalue()).decode()
         self.sections.append(Section(title, f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"

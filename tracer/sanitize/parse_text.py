@@ -7,13 +7,14 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from itertools import islice
 from pathlib import Path
+from typing import TextIO
 
-from tracer.errors import TraceFormatError
+from tracer.store.inputs import check_file
 from tracer.sanitize.model import Parsed
 from tracer.sanitize.parse_xml import Grouper, file_name
 
 PREFIX = re.compile(r"^========= ?")
-AT = re.compile(r"at (?P<func>[^\s+]+)\+0x[0-9a-f]+ in (?P<file>\S+):(?P<line>\d+)")
+AT = re.compile(r"\bat (?P<func>[^\s+][^+]*?)\+0x[0-9a-f]+ in (?P<file>\S+):(?P<line>\d+)")  # `k(float *)+0x10`
 API = re.compile(r"Program hit (?P<err>\S+) \(error \d+\) due to \".*\" on CUDA API call to (?P<api>\w+)")
 HAZARD = re.compile(r"(?P<level>Error|Warning): (?:\([^)]*\) )?Potential (?P<type>\w+) hazard detected")
 RACE = re.compile(r"(?P<level>Error|Warning): Race reported between (?P<a>\w+) access at (?P<rest>.*)")
@@ -30,6 +31,7 @@ TOOL_FAIL = ("Device not supported", "Unable to", "unrecognised option", "unreco
 LEAK = re.compile(r"^Leaked (?P<n>\d+) bytes? at 0x[0-9a-fA-F]+")
 KNOWN = ("COMPUTE-SANITIZER", "LEAK SUMMARY:", "ERROR SUMMARY:", "RACECHECK SUMMARY:")
 LOOKAHEAD = 4  # a memory error's detail is in its next four lines
+LINE_LIMIT = 1 << 16  # characters of one line read at once
 
 
 def _body(lines: Iterable[str]) -> Iterator[str]:
@@ -150,15 +152,25 @@ def parse_lines(lines: Iterable[str], tool: str) -> Parsed:
 
 
 def parse_text(path: Path, tool: str) -> Parsed:
-    """Streamed: one line at a time, a few ahead, whatever the log's size."""
-    if not path.is_file():
-        raise TraceFormatError(f"{path}: no such file")
+    """Streamed: one line at a time, a few ahead, whatever the log's size; a line is read at most
+    LINE_LIMIT characters at a time (the rest of a longer one is skipped), so memory is bounded."""
+    check_file(path, "a compute-sanitizer text log")
     with open(path, errors="replace") as fh:
-        return parse_lines(fh, tool)
+        return parse_lines(bounded_lines(fh), tool)
+
+
+def bounded_lines(fh: TextIO, limit: int = LINE_LIMIT) -> Iterator[str]:
+    """The file's lines, each cut at `limit` characters (compute-sanitizer's own are under 1 kB)."""
+    while ln := fh.readline(limit):
+        if len(ln) == limit and not ln.endswith("\n"):
+            while (rest := fh.readline(limit)) and not rest.endswith("\n"):
+                pass
+        yield ln
 
 
 def detect_tool(path: Path) -> str | None:
     """The tool named in a text log, from its summary lines or records."""
+    check_file(path, "a compute-sanitizer text log")
     with open(path, errors="replace") as fh:
         head = fh.read(1 << 20)
     if "RACECHECK SUMMARY" in head or "hazard detected" in head or "Race reported" in head:

@@ -47,6 +47,10 @@ class Job:
     tool: Tool
 
 
+MAX_JOBS = 64  # sanitizer runs at once on one machine
+MAX_PRINT_LIMIT = 10_000_000  # records compute-sanitizer prints per run
+
+
 @dataclass(frozen=True)
 class Settings:
     """How each tool runs (the same for every job)."""
@@ -64,8 +68,10 @@ class Settings:
             raise unknown("--racecheck-report", self.racecheck_report, RACECHECK_REPORTS)
         if self.racecheck_detect_level not in RACECHECK_LEVELS:
             raise unknown("--racecheck-detect-level", self.racecheck_detect_level, RACECHECK_LEVELS)
-        if self.jobs < 1:
-            raise UsageError(f"--jobs={self.jobs} must be >= 1")
+        if not 1 <= self.jobs <= MAX_JOBS:
+            raise UsageError(f"--jobs {self.jobs} is out of range (allowed: 1 to {MAX_JOBS})")
+        if not 0 <= self.print_limit <= MAX_PRINT_LIMIT:
+            raise UsageError(f"--print-limit {self.print_limit} is out of range (allowed: 0 to {MAX_PRINT_LIMIT:,})")
 
 
 def workload_command(name: str, steps: int | None, shape: str | None,
@@ -147,16 +153,15 @@ def execute(jobs: Sequence[Job], out: Path, rules: tuple[Rule, ...], settings: S
 
 def launched_kernels(command: Sequence[str], timeout: float) -> set[str]:
     """Mangled names of the kernels the target launches, from a CUPTI run of it (no sanitizer)."""
-    import sqlite3
-
     from tracer.capture.launcher import capture
+    from tracer.store.sqlite_open import open_sqlite
 
     with tempfile.TemporaryDirectory(prefix="tracer-kernels-") as tmp:
         out = Path(tmp) / "k.sqlite"
         raise_if_timed_out(capture(list(command), out, Path(tmp), timeout), "the CUPTI run listing the target's kernels")
         if not out.is_file():
             raise UsageError("could not list the target's kernels to verify the filter (its CUPTI run wrote no trace)")
-        con = sqlite3.connect(out)
+        con = open_sqlite(out)
         try:
             return {r[0] for r in con.execute("SELECT DISTINCT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k "
                                               "JOIN StringIds s ON s.id = k.mangledName")}

@@ -7,7 +7,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from tracer import __version__, resources
+from tracer.errors import UsageError
 from tracer.sanitize.model import SanVerdict, ToolRun
+from tracer.textsafe import lines_text, shown
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SOURCE_ROOT = resources.KERNEL_DIR.parent  # SARIF locations are relative to it (kernels/...)
@@ -29,7 +31,7 @@ def format_text(runs: Sequence[ToolRun]) -> str:
             lines.append(f"    ... {len(r.findings) - 8} more groups (--json lists all)")
         for rule, f in r.suppressed[:4]:
             lines.append(f"    suppressed by {rule}: {f.count} x {f.kind} in {f.kernel}")
-    return "\n".join(lines)
+    return lines_text(lines)
 
 
 def to_json(runs: Sequence[ToolRun]) -> str:
@@ -51,6 +53,9 @@ def to_junit(runs: Sequence[ToolRun]) -> str:
         if r.suppressed:
             ET.SubElement(case, "system-out").text = "suppressed: " + "; ".join(f"{rule}: {f.count} x {f.kind} in {f.kernel}"
                                                                                  for rule, f in r.suppressed)
+    for el in suite.iter():  # names from the target: no XML-invalid character reaches the file
+        el.text = shown(el.text) if el.text is not None else None
+        el.attrib.update({k: shown(v) for k, v in el.attrib.items()})
     return ET.tostring(suite, encoding="unicode", xml_declaration=True)
 
 
@@ -86,10 +91,29 @@ def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
     return json.dumps(doc, indent=1)
 
 
-def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | None) -> None:
-    """The JUnit and SARIF files asked for, each written under a temporary name and renamed."""
+def guard_reports(junit: Path | None, sarif: Path | None, inputs: Sequence[Path | str | None]) -> None:
+    """--junit and --sarif never overwrite what the command reads (the XML and the text log beside
+    it, suppressions, a profile), nor each other: checked before anything runs."""
+    from tracer.store.outpath import guard_output
+
+    read = [Path(p) for p in inputs if p]
+    xml = Path(inputs[0]) if inputs and inputs[0] else None
+    if xml is not None:
+        read += [xml.with_suffix(".log"), xml.with_suffix(".txt")]
+    outs = [p for p in (junit, sarif) if p is not None]
+    for out in outs:
+        guard_output(out, read)
+    if len(outs) == 2 and outs[0].resolve() == outs[1].resolve():
+        raise UsageError(f"--junit and --sarif both name {outs[0]}; give two files")
+
+
+def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | None,
+                  inputs: Sequence[Path | str | None] = ()) -> None:
+    """The JUnit and SARIF files asked for, each written under a temporary name and renamed; none
+    is the same file as an input (guard_reports)."""
     from tracer.store.atomic import write_text
 
+    guard_reports(junit, sarif, inputs)
     if junit is not None:
         write_text(junit, to_junit(runs))
     if sarif is not None:

@@ -1,6 +1,7 @@
 """Run compute-sanitizer on a target and turn its outputs into a verdict a reviewer can trust."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
 from pathlib import Path
@@ -12,6 +13,7 @@ from tracer.sanitize.model import Finding, Parsed, SanVerdict, ToolRun
 from tracer.sanitize.parse_text import parse_text
 from tracer.sanitize.parse_xml import parse_xml
 from tracer.sanitize.suppress import Rule, apply
+from tracer.store.inputs import check_file
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
 
@@ -165,16 +167,24 @@ def import_paths(path: Path, log: Path | None) -> tuple[Path | None, Path | None
         if log is not None:
             raise UsageError(f"--log goes with an XML file; {path} is read as the text output itself")
         xml = path.with_suffix(".xml")
-        if not path.is_file():
+        if not _given(path):
             raise UsageError(f"{path}: neither {xml.name} nor {path.name} exists")
         return (xml if xml.is_file() else None), path
-    if log is not None and not log.is_file():
+    if log is not None and not _given(log):
         raise UsageError(f"--log {log}: no such file")
     beside = [path.with_suffix(s) for s in (".log", ".txt")]
     text = log or next((p for p in beside if p.is_file()), None)
-    if not path.is_file():
+    if not _given(path):
         raise UsageError(f"{path}: neither {path.name} nor {beside[0].name} exists")
     return path, text
+
+
+def _given(path: Path) -> bool:
+    """Whether a path the user named is there; a FIFO, device or directory is refused, naming it."""
+    if not os.path.lexists(path):
+        return False
+    check_file(path, "compute-sanitizer output (XML or text)")
+    return True
 
 
 def _tool_from_name(path: Path) -> str | None:

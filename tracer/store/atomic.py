@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.errors import OutputError
+from tracer.store.outpath import check_kind, check_name, name_max
 
 
 def output_error(path: Path, exc: OSError) -> OutputError:
@@ -20,13 +21,20 @@ def output_error(path: Path, exc: OSError) -> OutputError:
 
 
 def temp_name(path: Path) -> Path:
-    """Hidden, unique to this process, same suffix (writers that pick a format by suffix still work)."""
-    return path.with_name(f".{path.stem}.tmp-{os.getpid()}{path.suffix}")
+    """Hidden, unique to this process, same suffix (writers that pick a format by suffix still work);
+    the stem is cut where the whole name would pass the file system's NAME_MAX, never the suffix."""
+    suffix = path.suffix if len(path.suffix) <= 16 else ""
+    tag = f".tmp-{os.getpid()}{suffix}"
+    room = name_max(path.parent) - len(os.fsencode(tag)) - 1
+    stem = os.fsencode(path.stem)[:max(room, 1)].decode("utf-8", "ignore") or "t"
+    return path.with_name(f".{stem}{tag}")
 
 
 @contextmanager
 def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
     """Yield a temporary path to write; it becomes `path` when the block completes."""
+    check_name(path)
+    check_kind(path)
     tmp = temp_name(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -44,7 +52,7 @@ def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
 
 def write_text(path: Path, text: str, fsync: bool = False) -> Path:
     with atomic_output(path, fsync) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate from a trace name
     return path
 
 

@@ -10,14 +10,15 @@ Every outcome is explicit: a process that died without a trace is listed as such
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
 from statistics import median
 from typing import Any
 
-from tracer import jsonkeys
 from tracer.errors import TraceFormatError
+from tracer.store.inputs import load_json_object
 from tracer.trace.model import Trace
 from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
 
@@ -141,14 +142,9 @@ def is_job_dir(path: Path) -> bool:
     return len(ranks) >= 2
 
 
-def _load_json(path: Path) -> dict[str, Any]:
-    try:
-        data = jsonkeys.loads(path.read_text())
-    except (OSError, ValueError) as exc:
-        raise TraceFormatError(f"{path}: not a readable process marker ({type(exc).__name__}: {exc})") from exc
-    if not isinstance(data, dict):
-        raise TraceFormatError(f"{path}: a process marker must be a JSON object, not {type(data).__name__}")
-    return data
+def _load_json(path: Path, what: str = "a process marker") -> dict[str, Any]:
+    """A marker or command.json: at most RUN_FILE_LIMIT bytes and JSON_DEPTH_LIMIT levels, a regular file."""
+    return load_json_object(path, what)
 
 
 def _int(data: dict[str, Any], key: str, path: Path, default: int | None = None) -> int | None:
@@ -252,7 +248,7 @@ def read_processes(run_dir: Path) -> tuple[JobProcess, ...]:
     if not markers:
         raise TraceFormatError(f"{run_dir}: no process markers under {PROCS}/ (not a job run directory)")
     chosen_file = run_dir / "process.json"
-    chosen = _load_json(chosen_file).get("file") if chosen_file.is_file() else None
+    chosen = _load_json(chosen_file, "a chosen-trace file").get("file") if os.path.lexists(chosen_file) else None
     procs = [read_marker(p, run_dir, chosen if isinstance(chosen, str) else None) for p in markers]
     procs.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.host, p.pid))
     return tuple(_labels(procs))
@@ -260,9 +256,9 @@ def read_processes(run_dir: Path) -> tuple[JobProcess, ...]:
 
 def read_untraced(run_dir: Path) -> tuple[dict[str, Any], ...]:
     path = run_dir / "command.json"
-    if not path.is_file():
+    if not os.path.lexists(path):
         return ()
-    untraced = _load_json(path).get("untraced") or []
+    untraced = _load_json(path, "command.json").get("untraced") or []
     return tuple(u for u in untraced if isinstance(u, dict))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from tracer.textsafe import lines_text
 from tracer.trace.analyze import Analysis
 from tracer.format.procs import Outcome
 from tracer.trace.text import format_analysis
@@ -102,14 +103,14 @@ def format_job(ja: JobAnalysis) -> str:
     parts += [f"note: {n}" for n in ja.notes]
     for p, a in zip(ja.job.processes, ja.analyses):
         if a is not None and len(a.trace.kernels):
-            parts += [f"== {p.label} ({p.file}) ==", format_analysis(a)]
+            parts += [f"== {p.label} ({p.file}) ==", *format_analysis(a).split("\n")]
     lost = [p.label for p in ja.incomplete if not p.traced]
     partial = [p.label for p in ja.incomplete if p.traced]
     if lost:
         parts.append(f"not analysed, verdicts UNKNOWN: {', '.join(lost)}")
     if partial:
         parts.append(f"partial traces, verdicts cover only what was flushed before the process died: {', '.join(partial)}")
-    return "\n".join(parts)
+    return lines_text(parts)
 
 
 def format_result(a: Analysis | JobAnalysis) -> str:

@@ -15,7 +15,6 @@ recording stream (`wait_on_stream`) and the record's correlation id, which becom
 """
 from __future__ import annotations
 
-import gzip
 import json
 import re
 import zlib
@@ -30,6 +29,7 @@ import numpy as np
 from tracer.errors import TraceFormatError
 from tracer.interner import Interner
 from tracer.jsonkeys import DuplicateKey, unique_keys
+from tracer.store.inputs import open_text
 from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
@@ -40,6 +40,7 @@ MAX_US = 4e15  # |ts| and dur in microseconds (126 years): start + dur in nanose
 MAX_ID = 1 << 62
 CHUNK = 1 << 22  # characters read at a time
 MAX_VALUE = 1 << 26  # characters of one top-level value or one event
+MAX_EVENTS = 50_000_000  # entries of traceEvents, read or not (a gzip is also held to GZIP_RATIO_LIMIT)
 WHITESPACE = " \t\n\r"
 
 
@@ -278,11 +279,7 @@ def _sorted(cols: list[array], order: tuple[int, ...]) -> list[np.ndarray]:
 
 
 def _open(path: Path) -> TextIO:
-    with open(path, "rb") as fh:
-        head = fh.read(2)
-    if head == b"\x1f\x8b":
-        return gzip.open(path, "rt", encoding="utf-8", newline="")
-    return open(path, encoding="utf-8", newline="")
+    return open_text(path, "a PyTorch profiler trace")
 
 
 def read_kineto(path: Path) -> Trace:
@@ -292,6 +289,8 @@ def read_kineto(path: Path) -> Trace:
         with _open(path) as fh:
             for i, e in enumerate(trace_events(fh)):
                 cols.add(e)
+                if i >= MAX_EVENTS:
+                    raise BadJson(f"more than {MAX_EVENTS:,} traceEvents (split the profile: fewer steps per trace)")
     except BadEvent as exc:
         raise TraceFormatError(f"{path}: traceEvents[{i}]: {exc}") from None
     except (OSError, EOFError, zlib.error) as exc:

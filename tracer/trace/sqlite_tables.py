@@ -17,6 +17,8 @@ from typing import Generic, TypeVar
 import numpy as np
 
 from tracer.errors import TraceFormatError
+from tracer.store.inputs import read_head
+from tracer.store.sqlite_open import SQLITE_MAGIC, open_error, open_sqlite
 
 T = TypeVar("T")
 TIME_LIMIT = 1 << 62  # times at or beyond this overflow the differences analysis takes
@@ -47,16 +49,13 @@ def type_check(cols: Sequence[Col], have: set[str], prefix: str = "") -> str:
 
 
 def connect(path: Path) -> sqlite3.Connection:
-    if not path.is_file():
-        raise TraceFormatError(f"{path}: no such file")
-    with open(path, "rb") as fh:
-        if fh.read(16) != b"SQLite format 3\x00":
-            raise TraceFormatError(f"{path}: not an SQLite file (expected an nsys .sqlite export or a tracer capture)")
+    if read_head(path, 16, "an SQLite trace") != SQLITE_MAGIC:
+        raise TraceFormatError(f"{path}: not an SQLite file (expected an nsys .sqlite export or a tracer capture)")
     try:
-        con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        con = open_sqlite(path)
         con.execute("SELECT count(*) FROM sqlite_master").fetchone()
     except sqlite3.DatabaseError as exc:
-        raise TraceFormatError(f"{path}: corrupt SQLite file ({exc})") from exc
+        raise open_error(path, exc) from exc
     return con
 
 

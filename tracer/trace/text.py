@@ -2,6 +2,7 @@
 verdict, then the streams; about a screen long whatever the trace's size (`--json` lists more)."""
 from __future__ import annotations
 
+from tracer.textsafe import lines_text
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
 from tracer.trace.model import Trace, raw_id
 from tracer.trace.ordering import Edge, Verdict
@@ -91,4 +92,4 @@ def format_analysis(a: Analysis) -> str:
              "unknown records",
              *stream_lines(a.streams),
              *a.report_lines()]
-    return "\n".join(lines)
+    return lines_text(lines)

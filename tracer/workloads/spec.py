@@ -1,6 +1,7 @@
 """Workload profiles -> WorkloadSpec, the frozen description every run, trace and sanitize uses."""
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
@@ -182,8 +183,8 @@ def resolve_workload(name: str, *, variant: str | None = None, config: str | Non
 def load_workload(name_or_path: str) -> WorkloadSpec:
     """A built-in workload name (profiles/NAME.yaml) or a path to a profile YAML."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.is_file():
-        if not path.is_file():
+    if path.suffix in (".yaml", ".yml") or os.path.lexists(path):
+        if not os.path.lexists(path):
             raise ProfileError(f"{path}: profile file not found")
         name = path.stem
     else:
