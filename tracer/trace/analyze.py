@@ -13,12 +13,14 @@ import numpy as np
 from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.hazards import Hazards, find_hazards
-from tracer.trace.model import Trace
+from tracer.trace.model import Trace, process_index
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 from tracer.trace.selection import require_matches
 
 MAX_LISTED_PAIRS = 200
+FEW_STREAMS = 64  # above this many streams, all_pairs counts producers on plain streams at once
+LIST_BUDGET = 4096  # (consumer, plain producer) stream pairs searched for listed examples
 UNORDERED = VERDICTS.index(Verdict.UNORDERED)
 PAIRS_ALL_NOTE = ("--pairs all without memory access sets cannot tell races from independent work: "
                   "an UNORDERED pair may touch different memory (capture with --memory for hazards)")
@@ -316,30 +318,143 @@ def _range_text(trace: Trace, rng: int) -> str:
     return trace.strings[int(trace.ranges.text[rng])]
 
 
-def all_pairs(trace: Trace, attr: Attribution, index: OrderingIndex) -> tuple[list[PairVerdict], dict[str, int]]:
+def all_pairs(trace: Trace, attr: Attribution, index: OrderingIndex,
+              few_streams: int = FEW_STREAMS) -> tuple[list[PairVerdict], dict[str, int]]:
     """Every kernel against the last kernel submitted before it on each other stream of its device,
-    judged in bulk; PairVerdicts (with the edge) only for the listed ones, UNORDERED first."""
+    judged in bulk; PairVerdicts (with the edge) only for the listed ones, UNORDERED first. With more
+    than `few_streams` streams, producers on plain streams (OrderingIndex.plain_streams) are
+    counted for all of them at once (plain_pair_counts) instead of stream by stream."""
     k, col = trace.kernels, index.kernel_col
     order = np.lexsort((k.corr, col))
     bounds = np.searchsorted(col[order], np.arange(len(index.streams) + 1))
     per = {x: order[bounds[x]:bounds[x + 1]] for x in range(len(index.streams)) if bounds[x + 1] > bounds[x]}
     counts = np.zeros(len(VERDICTS), dtype=np.int64)
     listed: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
+    plain = index.plain_streams() if len(per) > few_streams else np.zeros(len(index.streams), dtype=bool)
+    if plain.any():
+        counts += plain_pair_counts(index, per, plain)
+    rich = [x for x in per if not plain[x]]
+    budget = LIST_BUDGET  # (consumer, plain producer) stream pairs tried for listed examples
     for y, c_idx in per.items():
-        for x, p_idx in per.items():
-            if x == y or index.streams[x][0] != index.streams[y][0]:  # other streams of the same device
-                continue
-            pos = np.searchsorted(k.corr[p_idx], k.corr[c_idx]) - 1
-            p, c = p_idx[pos[pos >= 0]], c_idx[pos >= 0]
-            codes = index.verdicts(p, c)
-            counts += np.bincount(codes, minlength=len(VERDICTS))
-            for unordered in (True, False):
-                room = MAX_LISTED_PAIRS - len(listed[unordered])
-                if room > 0:
-                    hit = np.flatnonzero((codes == UNORDERED) == unordered)[:room]
-                    listed[unordered] += list(zip(p[hit].tolist(), c[hit].tolist()))
+        for x in rich:
+            if x != y and index.streams[x][0] == index.streams[y][0]:  # other streams of the same device
+                _judge(index, per[x], c_idx, counts, listed)
+        for x in np.flatnonzero(plain).tolist() if budget > 0 and not _full(listed) else ():
+            if x in per and x != y and index.streams[x][0] == index.streams[y][0]:
+                _judge(index, per[x], c_idx, None, listed)  # counted by plain_pair_counts
+                budget -= 1
+                if budget <= 0 or _full(listed):
+                    break
     pairs = [_kernel_pair(trace, attr, index, p, c) for p, c in listed[True] + listed[False]]
     return pairs, {v.value: int(n) for v, n in zip(VERDICTS, counts)}
+
+
+def _full(listed: dict[bool, list[tuple[int, int]]]) -> bool:
+    return all(len(v) >= MAX_LISTED_PAIRS for v in listed.values())
+
+
+def _judge(index: OrderingIndex, p_idx: np.ndarray, c_idx: np.ndarray, counts: np.ndarray | None,
+           listed: dict[bool, list[tuple[int, int]]]) -> None:
+    """Each consumer against the last producer submitted before it (both sorted by correlation id):
+    verdicts added to counts (None: counted elsewhere), the first ones of each kind to listed."""
+    k = index.trace.kernels
+    pos = np.searchsorted(k.corr[p_idx], k.corr[c_idx]) - 1
+    p, c = p_idx[pos[pos >= 0]], c_idx[pos >= 0]
+    codes = index.verdicts(p, c)
+    if counts is not None:
+        counts += np.bincount(codes, minlength=len(VERDICTS))
+    for unordered in (True, False):
+        room = MAX_LISTED_PAIRS - len(listed[unordered])
+        if room > 0:
+            hit = np.flatnonzero((codes == UNORDERED) == unordered)[:room]
+            listed[unordered] += list(zip(p[hit].tolist(), c[hit].tolist()))
+
+
+def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: np.ndarray) -> np.ndarray:
+    """Verdict counts of every (consumer c, plain producer stream x) pair, x another stream of c's
+    device, without a loop over x. For a plain x the pair is HOST_SYNCHRONIZED exactly when x's last
+    kernel before c was submitted below G(c), the frontier of c's context syncs (host_frontier of any
+    plain stream of that device and process), else UNORDERED. So per c: n = plain streams with a
+    kernel before c, h = n - plain streams with a kernel in [G(c), c) (distinct streams in a range
+    of correlation ids: `distinct_in_ranges`)."""
+    k = index.trace.kernels
+    counts = np.zeros(len(VERDICTS), dtype=np.int64)
+    consumers = np.concatenate(list(per.values()))
+    c_dev = np.array([index.streams[x][0] for x in index.kernel_col[consumers].tolist()], dtype=np.int64)
+    groups: dict[tuple[int, int], list[int]] = {}
+    for x in per:
+        if plain[x]:
+            groups.setdefault((index.streams[x][0], int(process_index(index.streams[x][1]))), []).append(x)
+    for (dev, _), xs in groups.items():
+        c = consumers[c_dev == dev]
+        if len(c) == 0:
+            continue
+        kern = np.concatenate([per[x] for x in xs])
+        stream_of = np.repeat(np.arange(len(xs)), [len(per[x]) for x in xs])
+        by_corr = np.argsort(k.corr[kern], kind="stable")
+        corr, stream_of = k.corr[kern][by_corr], stream_of[by_corr]
+        first = np.sort(np.array([k.corr[per[x]].min() for x in xs], dtype=np.int64))
+        c_corr = k.corr[c]
+        mine = np.isin(index.kernel_col[c], np.array(xs, dtype=np.int64))  # c's own stream is in the group
+        before = np.searchsorted(first, c_corr) - (mine & (c_corr > _first_on(index, per, c)))
+        g = index.host_frontier(c, xs[0])
+        lo, hi = np.searchsorted(corr, np.maximum(g, 0)), np.searchsorted(corr, c_corr)
+        touched = distinct_in_ranges(stream_of, lo, hi)  # plain streams with a kernel in [G, c)
+        touched -= mine & _own_in_range(index, per, c, g)
+        host = np.where(g >= 0, before - touched, 0)
+        counts[VERDICTS.index(Verdict.HOST_SYNCHRONIZED)] += int(host.sum())
+        counts[UNORDERED] += int((before - host).sum())
+    return counts
+
+
+def _first_on(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray) -> np.ndarray:
+    """The lowest correlation id on each kernel's own stream."""
+    k = index.trace.kernels
+    low = np.full(len(index.streams), -1, dtype=np.int64)
+    for x, idx in per.items():
+        low[x] = k.corr[idx].min()
+    return low[index.kernel_col[c]]
+
+
+def _own_in_range(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray, g: np.ndarray) -> np.ndarray:
+    """Whether each consumer's own stream has a kernel with correlation id in [g, c) (counted among
+    the touched streams, but no producer of its own consumers)."""
+    k = index.trace.kernels
+    out = np.zeros(len(c), dtype=bool)
+    for x in np.unique(index.kernel_col[c]).tolist():
+        m = index.kernel_col[c] == x
+        own = np.sort(k.corr[per[x]])
+        out[m] = np.searchsorted(own, k.corr[c[m]]) > np.searchsorted(own, np.maximum(g[m], 0))
+    return out
+
+
+def distinct_in_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """For each query, the number of distinct values among values[lo:hi]: a position j counts when
+    the previous position with its value is below lo, so the answer is #{j < hi: prev[j] < lo} - lo
+    (every j < lo has prev[j] < lo), counted offline with a Fenwick tree over prev (queries by hi)."""
+    n = len(values)
+    prev = np.full(n, -1, dtype=np.int64)
+    order = np.lexsort((np.arange(n), values))
+    same = np.r_[False, values[order][1:] == values[order][:-1]] if n else np.zeros(0, dtype=bool)
+    prev[order[same]] = order[np.flatnonzero(same) - 1]
+    tree = [0] * (n + 2)
+    out = np.zeros(len(lo), dtype=np.int64)
+    at = 0
+    slot = (prev + 2).tolist()  # Fenwick slots start at 1; prev -1 is slot 1
+    for q in np.argsort(hi, kind="stable").tolist():
+        h, l_ = int(hi[q]), int(lo[q])
+        while at < h:
+            i = slot[at]
+            while i <= n + 1:
+                tree[i] += 1
+                i += i & -i
+            at += 1
+        total, i = 0, l_ + 1  # prev[j] < lo  <=>  slot <= lo + 1
+        while i > 0:
+            total += tree[i]
+            i -= i & -i
+        out[q] = max(total - l_, 0) if h > l_ else 0
+    return out
 
 
 def _kernel_pair(trace: Trace, attr: Attribution, index: OrderingIndex, p: int, c: int) -> PairVerdict:

@@ -166,43 +166,57 @@ class OrderingIndex:
     # -- event edges -------------------------------------------------------------------------
     def _build_clocks(self) -> None:
         """One pass over records and waits in correlation order (a record sorts before a wait with
-        the same id); plain lists and tuples, since the clocks are as short as the streams are few."""
+        the same id). A clock entry for stream x is only ever set by a record on x, so clocks have a
+        column per recording stream (`clock_col`; -1: none), not per stream: thousands of streams
+        with a few events cost a few columns. Clocks are numpy rows, merged with one maximum."""
         n = len(self.streams)
-        cur: list[tuple[int, ...]] = [(-1,) * n] * n  # cur[y][x]: x's work before this corr is done before y continues
-        rec_clock: dict[int, tuple[int, ...]] = {}
         records = self.trace.records
         wait_syncs = [y for y in self.trace.syncs if y.kind is SyncKind.WAIT]
         r_col = [self.col[(r.device, r.stream)] for r in records]
         w_col = [self.col[(w.device, w.stream)] for w in wait_syncs]
+        recording = sorted(set(r_col))
+        self.clock_col = np.full(n, -1, dtype=np.int64)
+        self.clock_col[recording] = np.arange(len(recording))
+        m = len(recording)
+        cur: dict[int, np.ndarray] = {}  # stream -> its clock (absent: all -1)
+        rec_clock: dict[int, np.ndarray] = {}
         ops = sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)])
-        matched: list[tuple[int, int, tuple[int, ...]]] = []  # (wait, its stream, the stream's clock after it)
+        matched: dict[int, list[tuple[int, np.ndarray]]] = {}  # stream -> (wait, the stream's clock after it)
+        none = np.full(m, -1, dtype=np.int64)
         for corr, what, i in ops:
             if what == 0:
                 x = r_col[i]
-                own = cur[x]
-                rec_clock[records[i].key] = own[:x] + (max(own[x], corr),) + own[x + 1:]
+                own = cur.get(x, none).copy()
+                own[self.clock_col[x]] = max(own[self.clock_col[x]], corr)
+                rec_clock[records[i].key] = own
                 continue
             clock = rec_clock.get(wait_syncs[i].key)
             if clock is None:
                 continue
             y = w_col[i]
-            cur[y] = tuple(map(max, cur[y], clock))
-            matched.append((i, y, cur[y]))
-        self.unmatched_waits = len(wait_syncs) - len(matched)
-        by_stream: dict[int, list[tuple[int, int, tuple[int, ...]]]] = {y: [] for y in range(n)}
-        for m in matched:
-            by_stream[m[1]].append(m)
-        self.wait_corr = {y: np.array([wait_syncs[i].corr for i, _, _ in v], dtype=np.int64) for y, v in by_stream.items()}
-        self.wait_clock = {y: np.array([c for _, _, c in v], dtype=np.int64).reshape(len(v), n) for y, v in by_stream.items()}
-        self.wait_sync = {y: [wait_syncs[i] for i, _, _ in v] for y, v in by_stream.items()}
-        self.event_edges = len(matched)
+            cur[y] = np.maximum(cur.get(y, none), clock)
+            matched.setdefault(y, []).append((i, cur[y]))
+        self.unmatched_waits = len(wait_syncs) - sum(map(len, matched.values()))
+        empty = np.zeros(0, dtype=np.int64)
+        self.wait_corr = {y: np.array([wait_syncs[i].corr for i, _ in v], dtype=np.int64) for y, v in matched.items()}
+        self.wait_clock = {y: np.array([c for _, c in v], dtype=np.int64).reshape(len(v), m) for y, v in matched.items()}
+        self.wait_sync = {y: [wait_syncs[i] for i, _ in v] for y, v in matched.items()}
+        self._no_waits = (empty, np.zeros((0, m), dtype=np.int64))
+        self.event_edges = sum(map(len, matched.values()))
+
+    def _clock(self, y: int) -> tuple[np.ndarray, np.ndarray]:
+        """Stream y's matched waits: their correlation ids and the clock after each."""
+        if y in self.wait_corr:
+            return self.wait_corr[y], self.wait_clock[y]
+        return self._no_waits
 
     def _event_edge(self, x: int, p_corr: int, y: int, c_corr: int) -> Edge | None:
-        corrs = self.wait_corr[y]
+        corrs, clocks = self._clock(y)
+        cx = int(self.clock_col[x])
         hi = int(np.searchsorted(corrs, c_corr))  # waits on y submitted before the consumer
-        if hi == 0 or self.wait_clock[y][hi - 1][x] <= p_corr:
+        if hi == 0 or cx < 0 or clocks[hi - 1][cx] <= p_corr:
             return None
-        first = int(np.argmax(self.wait_clock[y][:hi, x] > p_corr))  # the earliest wait that orders them
+        first = int(np.argmax(clocks[:hi, cx] > p_corr))  # the earliest wait that orders them
         w = self.wait_sync[y][first]
         rec = self.records[w.key]
         return Edge(EdgeKind.EVENT, rec.stream, rec.corr, w.stream, w.corr, w.key, w.api)
@@ -211,14 +225,17 @@ class OrderingIndex:
         """(stream y, mask of c on y, how many of y's matched waits precede each): what
         event_frontier searches for, shared by the calls for different x."""
         corr = self.trace.kernels.corr
-        return [(y, m, np.searchsorted(self.wait_corr[y], corr[c[m]])) for y, m in groups(self.kernel_col[c])]
+        return [(y, m, np.searchsorted(self._clock(y)[0], corr[c[m]])) for y, m in groups(self.kernel_col[c])]
 
     def event_frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work is ordered before c by event
         edges (-1: none). at: wait_positions(c), when the caller has it."""
         out = np.full(len(c), -1, dtype=np.int64)
+        cx = int(self.clock_col[x])
+        if cx < 0:  # x never recorded an event: no event edge leaves it
+            return out
         for y, m, hi in self.wait_positions(c) if at is None else at:
-            clock = self.wait_clock[y][:, x]
+            clock = self._clock(y)[1][:, cx]
             out[m] = np.where(hi > 0, clock[np.maximum(hi - 1, 0)] if len(clock) else -1, -1)
         return out
 
@@ -245,6 +262,19 @@ class OrderingIndex:
             return (y.device, y.stream) == p_key
         rec = self.records.get(y.key)  # EVENT: the record must follow the producer on its stream
         return rec is not None and (rec.device, rec.stream) == p_key and rec.corr > p_corr
+
+    def plain_streams(self) -> np.ndarray:
+        """Per stream: it records no event and no stream or event sync names it, so nothing orders
+        its work before another stream's except its context's synchronisations, the same for every
+        plain stream of one (device, process): judged for all of them at once (analyze.all_pairs)."""
+        plain = self.clock_col < 0
+        for y in self._host:
+            if y.kind is SyncKind.STREAM and (y.device, y.stream) in self.col:
+                plain[self.col[(y.device, y.stream)]] = False
+            elif y.kind is SyncKind.EVENT and y.key in self.records:
+                rec = self.records[y.key]
+                plain[self.col[(rec.device, rec.stream)]] = False
+        return plain
 
     def host_cover(self, x: int) -> HostCover:
         """The host syncs that cover stream x, with the correlation id each completes x up to

@@ -37,6 +37,8 @@ TOP_CATEGORIES = 8  # categories besides "other"
 MAX_BARS_PER_LANE = 3000
 MAX_ARROWS_PER_KIND = 150  # beyond: a density strip
 MAX_DRAWN_PAIRS = 1000  # pairs looked at for drawing, UNORDERED first
+MAX_LANES = 40  # stream lanes drawn; beyond, the quietest streams fold into one lane per device
+FOLDED = -2  # the stream key of a device's folded lane
 AXES_SHARE = 0.8  # share of the figure width the time axis gets (for pixel sizes)
 DENSE_SHARE = 0.8  # the default view holds this share of the kernels
 MARK_MIN_PX = 4.0
@@ -220,14 +222,34 @@ def make_frame(a: Analysis, t0: int | None = None) -> Frame:
     from t0 (default: the first kernel)."""
     k = a.trace.kernels
     keys = tuple((s.device, s.stream) for s in a.streams)
+    fold = folded_streams(a) if len(keys) > MAX_LANES else set()
+    if fold:
+        keys = tuple(key for key in keys if key not in fold) + tuple(sorted({(d, FOLDED) for d, _ in fold}))
     if t0 is None:
         t0 = int(k.start.min()) if len(k) else 0
     packed = _pack(np.array([d for d, _ in keys], dtype=np.int64), np.array([s for _, s in keys], dtype=np.int64))
     order = np.argsort(packed)
     kp = _pack(k.device, k.stream)
+    if fold:
+        folded = np.isin(kp, _pack(np.array([d for d, _ in fold], dtype=np.int64), np.array([x for _, x in fold], dtype=np.int64)))
+        kp = np.where(folded, _pack(k.device, np.full(len(k), FOLDED, dtype=np.int64)), kp)
     pos = np.clip(np.searchsorted(packed[order], kp), 0, max(len(keys) - 1, 0))
     lane = np.where(packed[order][pos] == kp, order[pos], -1) if len(keys) else np.full(len(k), -1)
     return Frame(t0, keys, lane.astype(np.int64), (k.start - t0) / 1e3, (k.end - t0) / 1e3)
+
+
+def folded_streams(a: Analysis) -> set[tuple[int, int]]:
+    """With more than MAX_LANES streams, the ones folded into one lane per device: every stream but
+    those of the drawn pairs and, after them, the busiest (most kernels), MAX_LANES lanes in all."""
+    keep = {(a.trace.kernels.device[i], a.trace.kernels.stream[i]) for p in pairs_to_draw(a)
+            for i in (p.producer_index, p.consumer_index) if i >= 0}
+    keep = {(int(d), int(x)) for d, x in keep}
+    devices = len({s.device for s in a.streams})
+    for s in sorted(a.streams, key=lambda s: -s.kernels):
+        if len(keep) >= MAX_LANES - devices:
+            break
+        keep.add((s.device, s.stream))
+    return {(s.device, s.stream) for s in a.streams} - keep
 
 
 def pairs_to_draw(a: Analysis) -> list[PairVerdict]:
@@ -336,7 +358,8 @@ class _SubmissionIndex:
 
 
 def _pack(device: np.ndarray, stream: np.ndarray) -> np.ndarray:
-    return (np.asarray(device, dtype=np.int64) << 32) | (np.asarray(stream, dtype=np.int64) & 0xFFFFFFFF)
+    """(device, stream key) as one int64: stream keys carry their process above bit 40 (model.py)."""
+    return (np.asarray(device, dtype=np.int64) << 52) | (np.asarray(stream, dtype=np.int64) & ((1 << 52) - 1))
 
 
 # ---- categories, window, lanes ----------------------------------------------------------------
@@ -504,7 +527,8 @@ def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat:
     """`prefix`: the process of a job ("rank 0"), which labels the lane 'rank 0 GPU 0 stream 7'."""
     st, en = frame.start_us[idx], frame.end_us[idx]
     n, empty = len(idx), np.zeros(0)
-    stream = a.trace.stream_label(key[1])
+    stream = (f"{_plural(len(np.unique(a.trace.kernels.stream[idx])), 'other stream')} (folded)" if key[1] == FOLDED
+              else a.trace.stream_label(key[1]))
     name = f"{prefix} GPU {key[0]} {stream}" if prefix else f"GPU{key[0]} {stream}"
     if n > MAX_BARS_PER_LANE:
         mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
