@@ -21,13 +21,54 @@ from enum import Enum
 import numpy as np
 
 from tracer.trace.attribution import Attribution
+from tracer.trace.graphs import Launches
 from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
-from tracer.trace.model import Trace, expand_ranges, lex_search
+from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges, lex_search
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
 MAX_LISTED_HAZARDS = 200
 NO_FRONTIER = np.iinfo(np.int64).min
 NO_MEMORY_NOTE = "hazards: the trace has no memory access sets (capture with `trace run --memory`); not checked"
+
+
+class Covered(str, Enum):
+    """The kinds of GPU operation the hazard check accounts for, each seen and judged or not."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    COLLECTIVE = "collective"  # NCCL kernels
+    GRAPH_INTERNAL = "graph-internal"  # operations of one CUDA graph launch, against each other
+    UNDECODED = "undecoded-launch"  # launches whose arguments could not be read (also among the kernels)
+
+
+COLLECTIVE_PREFIX = "nccl"
+WHY_NOT = {
+    Covered.KERNEL: "no memory access set (launched outside any recorded op, arguments not read)",
+    Covered.MEMCPY: "no memory access set (no torch op issued them and no copy API arguments were recorded)",
+    Covered.MEMSET: "no memory access set (no torch op issued them and no memset API arguments were recorded)",
+    Covered.COLLECTIVE: "no memory access set (no c10d op launched them)",
+    Covered.GRAPH_INTERNAL: "CUPTI ran them on more than one stream (parallel branches) and the graph's edges were "
+                            "not recorded, so they are not judged against each other",
+    Covered.UNDECODED: "launch arguments could not be read",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Coverage:
+    """How many operations of one kind the hazard check saw, judged, and left unjudged where it matters
+    (a device with more than one stream; any graph launch with parallel branches)."""
+
+    kind: Covered
+    seen: int
+    judged: int
+    unjudged: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind.value, "seen": self.seen, "judged": self.judged, "unjudged": self.unjudged}
+
+    def line(self) -> str:
+        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {WHY_NOT[self.kind]}; hazards unknown for them"
 
 
 class HazardKind(str, Enum):
@@ -108,6 +149,18 @@ class Hazards:
     host_queries: int = 0
     unmatched_queries: int = 0
     graph_kernels: tuple[int, int] = (0, 0)  # kernels replayed from CUDA graphs, and those of them without a memory set
+    coverage: tuple[Coverage, ...] = ()
+
+    @property
+    def not_judged(self) -> tuple[Coverage, ...]:
+        return tuple(c for c in self.coverage if c.unjudged)
+
+    def covered(self) -> str:
+        """What the count covers, e.g. 'judged 12 of 14 GPU operations (kernel 10/10, memcpy 1/3, memset 1/1)'."""
+        ops = [c for c in self.coverage if c.kind in (Covered.KERNEL, Covered.COLLECTIVE, Covered.MEMCPY, Covered.MEMSET)]
+        seen, judged = sum(c.seen for c in ops), sum(c.judged for c in ops)
+        parts = ", ".join(f"{c.kind.value} {c.judged}/{c.seen}" for c in ops if c.seen)
+        return f"judged {judged} of {seen} GPU operations ({parts or 'none'})"
 
     @property
     def found(self) -> int:
@@ -122,13 +175,16 @@ class Hazards:
                 "launch_unknown": [{"kernel": k, "count": n, "reason": r} for k, n, r in self.launch_unknown],
                 "host_queries": self.host_queries, "unmatched_host_queries": self.unmatched_queries,
                 "graph_kernels": {"replayed": self.graph_kernels[0], "without_memory": self.graph_kernels[1]},
+                "coverage": [c.to_json() for c in self.coverage], "covered": self.covered(),
+                "not_judged": [c.line() for c in self.not_judged],
                 "counts": dict(self.counts), "listed": [h.to_json() for h in self.listed]}
 
     def failures(self) -> list[str]:
         if not self.memory:
             return ["hazards cannot be checked: the trace has no memory access sets (capture with --memory)"]
         out = [f"{self.found} cross-stream memory hazard(s)"] if self.found else []
-        if self.unjudged:
+        out += [c.line() for c in self.not_judged if c.kind is not Covered.UNDECODED]
+        if self.unjudged and not self.coverage:
             out.append(f"{self.unjudged} kernel(s) on multi-stream devices have no memory access set: hazards unknown for them")
         return out
 
@@ -141,15 +197,11 @@ class Hazards:
         if not self.memory:
             return [NO_MEMORY_NOTE]
         c = dict(self.counts)
-        lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); "
-                 f"{self.kernels_with_memory} kernels with memory sets, {self.kernels_without_memory} without"]
-        if self.unjudged:
-            lines.append(f"warning: {self.unjudged} kernel(s) on multi-stream devices have no memory access set; "
-                         "hazards among them are unknown" + self._graph_note())
+        lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); {self.covered()}"]
+        lines += [f"warning: {c.line()}" + (self._graph_note() if c.kind is Covered.KERNEL else "") for c in self.not_judged]
         if self.graph_kernels[0]:
-            lines.append(f"note: {self.graph_kernels[0]} kernel(s) replayed from CUDA graphs, judged with the ops recorded "
-                         "at capture; CUPTI puts a graph launch's kernels on its stream, parallel branches too, so "
-                         "kernels of one graph launch are not judged against each other")
+            lines.append(f"note: {self.graph_kernels[0]} operation(s) replayed from CUDA graphs, judged with the ops "
+                         "recorded at capture, each graph launch ordered on its launch stream")
         lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
         for h in self.listed[:shown]:
             may = " (may)" if h.may else ""
@@ -309,7 +361,34 @@ def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, fr
     found.ordered_c.append(c[conflict])
 
 
-def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazards:
+def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branched: np.ndarray) -> tuple[Coverage, ...]:
+    """Every kind of operation seen, judged (has a memory set) and unjudged where that matters.
+    branched: per operation, whether it belongs to a graph launch whose internal pairs are not judged."""
+    kinds = trace.kernels.kinds()
+    blind = _unjudged(index, with_memory)
+    names, inverse = np.unique(trace.kernels.name, return_inverse=True)
+    nccl = np.array([trace.strings[n].startswith(COLLECTIVE_PREFIX) for n in names.tolist()], dtype=bool)
+    collective = nccl[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=bool)
+    masks = {Covered.KERNEL: (kinds == KERNEL) & ~collective, Covered.COLLECTIVE: (kinds == KERNEL) & collective,
+             Covered.MEMCPY: kinds == MEMCPY, Covered.MEMSET: kinds == MEMSET}
+    out = [Coverage(kind=k, seen=int(m.sum()), judged=int((m & with_memory).sum()), unjudged=int((m & blind).sum()))
+           for k, m in masks.items()]
+    node = trace.kernels.graph_node
+    replayed = node > 0 if node is not None else np.zeros(len(kinds), dtype=bool)
+    out.append(Coverage(kind=Covered.GRAPH_INTERNAL, seen=int(replayed.sum()), judged=int((replayed & ~branched).sum()),
+                        unjudged=int(branched.sum())))
+    memory = trace.memory
+    undecoded = len(memory.unknown.corr) if memory is not None else 0
+    out.append(Coverage(kind=Covered.UNDECODED, seen=undecoded, judged=0, unjudged=undecoded))
+    return tuple(out)
+
+
+def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
+    """graph_launches: the operations replayed from CUDA graphs by launch (graphs.launches)."""
+    branched = np.zeros(len(trace.kernels), dtype=bool)
+    if graph_launches is not None:
+        n = np.diff(graph_launches.offset)
+        branched[graph_launches.ops[np.repeat(graph_launches.branched, n)]] = True
     memory = trace.memory
     if memory is None or not memory.recorded:
         return Hazards(memory=False)
@@ -324,9 +403,11 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     counts["ordered"] = len(_groups(rows.kernel[op_], rows.kernel[oc], np.zeros(len(op_), dtype=np.int64),
                                     np.ones(len(op_), dtype=bool))[0])
     listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
-    return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
-                   _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
-                   index.unmatched_queries, _graph_kernels(trace, with_memory))
+    kernel = trace.kernels.kinds() == KERNEL
+    return Hazards(True, int((with_memory & kernel).sum()), int((~with_memory & kernel).sum()),
+                   int(_unjudged(index, with_memory).sum()), _launch_unknown(trace, memory), tuple(counts.items()), listed,
+                   len(memory.queries.corr), index.unmatched_queries, _graph_kernels(trace, with_memory),
+                   coverage(trace, index, with_memory, branched))
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
@@ -385,13 +466,15 @@ def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray)
     return order[head], np.logical_and.reduceat(flag[order], head)
 
 
-def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> int:
-    """Kernels without a memory set on a device where more than one stream ran kernels."""
+def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> np.ndarray:
+    """Per operation: without a memory set on a device where more than one stream ran operations."""
+    if len(index.kernel_col) == 0:
+        return np.zeros(0, dtype=bool)
     dev = np.array([d for d, _ in index.streams], dtype=np.int64)
     used = np.unique(index.kernel_col)
     devs, n = np.unique(dev[used], return_counts=True)
     multi = devs[n > 1]
-    return int((~with_memory & np.isin(dev[index.kernel_col], multi)).sum()) if len(index.kernel_col) else 0
+    return ~with_memory & np.isin(dev[index.kernel_col], multi)
 
 
 def _graph_kernels(trace: Trace, with_memory: np.ndarray) -> tuple[int, int]:

@@ -12,7 +12,7 @@ attribution needs, rather than every op.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -112,6 +112,22 @@ class GraphNodes:
 
 
 @dataclass(frozen=True)
+class GraphLaunches:
+    """cudaGraphLaunch calls and the stream each was launched into (sorted by correlation id), and
+    the edges of the graphs instantiated (original node ids: from -> to)."""
+
+    corr: np.ndarray
+    stream: np.ndarray
+    edge_from: np.ndarray
+    edge_to: np.ndarray
+
+
+def no_graph_launches() -> GraphLaunches:
+    e = np.zeros(0, dtype=np.int64)
+    return GraphLaunches(e, e, e, e)
+
+
+@dataclass(frozen=True)
 class Memory:
     recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
     launches: LaunchAccesses
@@ -121,6 +137,7 @@ class Memory:
     queries: HostQueries
     unknown: LaunchUnknown
     graph_nodes: GraphNodes
+    graphs: GraphLaunches = field(default_factory=no_graph_launches)
 
 
 @dataclass(frozen=True)
@@ -158,6 +175,7 @@ class _Fetched:
     unknown: list[np.ndarray]
     reasons: list[str | None]
     graph_nodes: GraphNodes
+    graphs: GraphLaunches
 
 
 def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
@@ -185,7 +203,9 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
     reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
     nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
-    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes)
+    launched = _sorted_by(ints("TRACER_GRAPH_LAUNCHES", [Col("correlationId", None), Col("streamId", None)]), 0)
+    edges = ints("TRACER_GRAPH_EDGES", [Col("fromNodeId", None), Col("toNodeId", None)])
+    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes, GraphLaunches(*launched, *edges))
 
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
@@ -211,7 +231,8 @@ def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
     return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
                   Allocations(*alloc), HostQueries(*f.queries),
-                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes)
+                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes,
+                  f.graphs)
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

@@ -16,10 +16,11 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.trace.memory import start_memory
-from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.trace.model import MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers
 from tracer.trace.sqlite_tables import Col, SqliteTables, connect
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE, MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 RANGE_EVENT_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXt twins
 SYNC_TYPE = {1: SyncKind.EVENT, 2: SyncKind.WAIT, 3: SyncKind.STREAM, 4: SyncKind.CONTEXT}
 RECORD_ERRORS = "TRACER_RECORD_ERRORS_"
@@ -43,7 +44,7 @@ def read_kernels(db: SqliteTables) -> Kernels:
     cols = db.columns(KERNEL_TABLE)
     name = next((c for c in ("demangledName", "shortName", "mangledName") if c in cols), "demangledName")
     wanted = [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"), Col(name)]
-    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
+    graphs = "graphNodeId" in cols  # graph launches are ordered on their launch stream (graphs.py)
     start, end, dev, stream, corr, nid, *node = db.ints(KERNEL_TABLE, wanted + [Col("graphNodeId", 0)] * graphs)
     db.check_times(KERNEL_TABLE, start, end)
     order = np.argsort(start, kind="stable")
@@ -51,11 +52,26 @@ def read_kernels(db: SqliteTables) -> Kernels:
                    node[0][order] if node else None)
 
 
-def _has_rows(db: SqliteTables, table: str) -> bool:
-    if table not in db.tables:
-        return False
-    with db.reading(table):
-        return db.con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+def read_transfers(db: SqliteTables) -> Transfers:
+    """Copies and memsets, the same columns as kernels plus their kind and bytes."""
+    parts = []
+    for table, op in ((MEMCPY_TABLE, MEMCPY), (MEMSET_TABLE, MEMSET)):
+        if table not in db.tables:
+            continue
+        kind = Col("copyKind", 0) if op == MEMCPY else Col("rowid", None)
+        cols = db.ints(table, [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"),
+                               kind, Col("bytes", -1), Col("graphNodeId", 0)])
+        db.check_times(table, cols[0], cols[1])
+        if op == MEMSET:
+            cols[5] = np.zeros(len(cols[0]), dtype=np.int64)
+        parts.append(cols + [np.full(len(cols[0]), op, dtype=np.int64)])
+    if not parts:
+        e = np.zeros(0, dtype=np.int64)
+        parts = [[e] * 9]
+    start, end, dev, stream, corr, copy_kind, size, node, op = (np.concatenate(c) for c in zip(*parts))
+    o = np.argsort(start, kind="stable")
+    return Transfers(start=start[o], end=end[o], device=dev[o], stream=stream[o], corr=corr[o], op=op[o],
+                     copy_kind=copy_kind[o], bytes=size[o], graph_node=node[o])
 
 
 def fetch_apis(db: SqliteTables) -> Apis:
@@ -149,13 +165,6 @@ def record_errors(meta: dict[str, str]) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _count(db: SqliteTables, table: str) -> int:
-    if table not in db.tables:
-        return 0
-    with db.reading(table):
-        return int(db.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-
-
 def read_nsys_sqlite(path: Path) -> Trace:
     con = connect(path)
     try:
@@ -171,10 +180,11 @@ def read_nsys_sqlite(path: Path) -> Trace:
         records = read_records(db)
         apis = named_apis(db, fetching_apis.result())
         syncs = read_syncs(db, apis)
+        transfers = read_transfers(db)
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
         return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
-                     _count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), _count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta,
-                     record_errors(meta), memory())
+                     int((transfers.op == MEMCPY).sum()), int((transfers.op == MEMSET).sum()), meta,
+                     record_errors(meta), memory(), transfers)
     finally:
         con.close()

@@ -3,6 +3,7 @@ verdict, then the streams; about a screen long whatever the trace's size (`--jso
 from __future__ import annotations
 
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
+from tracer.trace.model import OP_KINDS, OpKind, Trace
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -43,7 +44,7 @@ def pair_line(p: PairVerdict) -> str:
 
 
 def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
-    lines = [f"  {'device':>6} {'stream':>8} {'kernels':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
+    lines = [f"  {'device':>6} {'stream':>8} {'ops':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
     for s in streams[:SHOWN_STREAMS]:
         lines.append(f"  {s.device:>6} {s.stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
                      f"{s.max_gap_ns / 1e6:>11.3f}")
@@ -65,13 +66,23 @@ def verdict_lines(a: Analysis) -> list[str]:
     return lines
 
 
+def operations_text(t: Trace) -> str:
+    """'274 GPU operations (241 kernels, 14 memcpy, 19 memset)', or 'N kernels' when there is nothing else."""
+    kinds = t.kernels.kinds()
+    n = {kind: int((kinds == i).sum()) for i, kind in enumerate(OP_KINDS)}
+    if n[OpKind.KERNEL] == len(t.kernels):
+        return f"{len(t.kernels)} kernels"
+    return (f"{len(t.kernels)} GPU operations ({n[OpKind.KERNEL]} kernels, {n[OpKind.MEMCPY]} memcpy, "
+            f"{n[OpKind.MEMSET]} memset)")
+
+
 def format_analysis(a: Analysis) -> str:
     t = a.trace
     lines = [f"{t.source}: {t.producer}",
              f"pairs ({pair_spec_text(a.pair_spec)}): {counts_text(a.pair_counts)}",
              *verdict_lines(a),
-             f"{len(t.kernels)} kernels on {len(a.streams)} stream(s), {len(t.ranges.start)} NVTX ranges, "
-             f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch "
+             f"{operations_text(t)} on {len(a.streams)} stream(s), {len(t.ranges.start)} NVTX ranges, "
+             f"{a.attribution.unattributed} operations unattributed ({a.attribution.no_launch_record} without a launch "
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",
              *stream_lines(a.streams),
