@@ -270,7 +270,7 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     ops = db.require("TRACER_OPS", OPS)
     ok = type_check([Col("id", None), Col("nameId"), Col("correlationId")], ops, "o.")  # what is fetched here
     parts = [f"SELECT o.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok FROM TRACER_OPS o "
-             "WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
+             "WHERE o.kind IN (3, 4) AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
         db.require_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)  # every row: the join drops one whose externalId is no integer
         parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok "
