@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
+from tracer.trace.memory import WRITE, Memory, access_corr, kernel_accesses
 from tracer.trace.model import Trace
 
 
@@ -72,3 +73,80 @@ def on_launch_streams(trace: Trace) -> tuple[Trace, GraphReplays, Launches]:
     info = GraphReplays(launches=n, operations=len(found.ops), branched=int(found.branched.sum()),
                         stream_recorded=int(recorded.sum()))
     return replace(trace, kernels=replace(k, stream=moved)), info, found
+
+
+@dataclass(frozen=True)
+class InternalPairs:
+    """Conflicting, unordered pairs of operations inside graph launches (rows of the trace's
+    operations, with the access rows of Memory.launches that overlap), and which launches were judged."""
+
+    producer: np.ndarray
+    consumer: np.ndarray
+    producer_row: np.ndarray
+    consumer_row: np.ndarray
+    judged: np.ndarray  # per launch of Launches: its edges were recorded, its internal pairs judged
+
+
+def internal_pairs(trace: Trace, found: Launches, memory: Memory) -> InternalPairs:
+    """The branched launches whose every operation's node belongs to a graph whose edges the capture
+    read: each pair of their operations with no path between their nodes, whose accesses overlap with
+    a write, is a hazard of that launch. Pairs are worked out once per distinct launch structure."""
+    k, g = trace.kernels, memory.graphs
+    member = np.unique(g.edge_from[g.edge_from == g.edge_to])
+    adjacency: dict[int, list[int]] = {}
+    for a, b in zip(g.edge_from.tolist(), g.edge_to.tolist()):
+        if a != b:
+            adjacency.setdefault(a, []).append(b)
+    reach_cache: dict[int, set[int]] = {}
+    judged = np.zeros(len(found.branched), dtype=bool)
+    out: list[tuple[int, int, int, int]] = []
+    structures: dict[tuple[int, ...], list[tuple[int, int, int, int]]] = {}
+    for n in np.flatnonzero(found.branched).tolist():
+        ops = found.ops[found.offset[n]:found.offset[n + 1]]
+        nodes = memory.graph_nodes.originals(k.graph_node[ops])
+        if (nodes < 0).any() or not np.isin(nodes, member).all():
+            continue
+        judged[n] = True
+        key = tuple(nodes.tolist())
+        if key not in structures:
+            structures[key] = _unordered_conflicts(trace, ops, nodes, memory, adjacency, reach_cache)
+        out += [(int(ops[i]), int(ops[j]), ri, rj) for i, j, ri, rj in structures[key]]
+    cols = np.array(out, dtype=np.int64).reshape(len(out), 4)
+    return InternalPairs(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], judged)
+
+
+def _reach(node: int, adjacency: dict[int, list[int]], cache: dict[int, set[int]]) -> set[int]:
+    if node not in cache:
+        seen, todo = set(), [node]
+        while todo:
+            for nxt in adjacency.get(todo.pop(), []):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        cache[node] = seen
+    return cache[node]
+
+
+def _unordered_conflicts(trace: Trace, ops: np.ndarray, nodes: np.ndarray, memory: Memory, adjacency: dict[int, list[int]],
+                         cache: dict[int, set[int]]) -> list[tuple[int, int, int, int]]:
+    """(position i, position j, access row of i, access row of j) in one launch: no path between
+    their nodes, overlapping bytes, one writing; i is the operation that started first."""
+    ka = kernel_accesses(memory, access_corr(memory, replace(trace.kernels, corr=trace.kernels.corr[ops],
+                                                             graph_node=trace.kernels.graph_node[ops])))
+    la = memory.launches
+    rows: dict[int, list[int]] = {}
+    for op, row in zip(ka.kernel.tolist(), ka.row.tolist()):
+        rows.setdefault(op, []).append(row)
+    start = trace.kernels.start[ops]
+    out = []
+    for i in range(len(ops)):
+        for j in range(i + 1, len(ops)):
+            a, b = (i, j) if start[i] <= start[j] else (j, i)
+            if nodes[b] in _reach(int(nodes[a]), adjacency, cache) or nodes[a] in _reach(int(nodes[b]), adjacency, cache):
+                continue
+            for ra in rows.get(a, []):
+                for rb in rows.get(b, []):
+                    overlap = la.address[ra] < la.address[rb] + la.size[rb] and la.address[rb] < la.address[ra] + la.size[ra]
+                    if overlap and (la.mode[ra] | la.mode[rb]) & WRITE:
+                        out.append((a, b, ra, rb))
+    return out

@@ -21,7 +21,7 @@ from enum import Enum
 import numpy as np
 
 from tracer.trace.attribution import Attribution
-from tracer.trace.graphs import Launches
+from tracer.trace.graphs import InternalPairs, Launches, internal_pairs
 from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
 from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges, lex_search
 from tracer.trace.ordering import OrderingIndex, WaitPositions
@@ -384,17 +384,21 @@ def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branch
 
 
 def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
-    """graph_launches: the operations replayed from CUDA graphs by launch (graphs.launches)."""
-    branched = np.zeros(len(trace.kernels), dtype=bool)
-    if graph_launches is not None:
-        n = np.diff(graph_launches.offset)
-        branched[graph_launches.ops[np.repeat(graph_launches.branched, n)]] = True
+    """graph_launches: the operations replayed from CUDA graphs by launch (graphs.launches); those of
+    a launch with parallel branches are judged against each other with the graph's edges where the
+    capture read them, else counted as not judged."""
     memory = trace.memory
     if memory is None or not memory.recorded:
         return Hazards(memory=False)
     rows, with_memory = access_rows(trace, index, memory)
     found = _search_all(index, rows)
     p, c = _cat(found.producer), _cat(found.consumer)
+    branched = np.zeros(len(trace.kernels), dtype=bool)
+    if graph_launches is not None and len(graph_launches.branched):
+        internal = internal_pairs(trace, graph_launches, memory)
+        unjudged = graph_launches.branched & ~internal.judged
+        branched[graph_launches.ops[np.repeat(unjudged, np.diff(graph_launches.offset))]] = True
+        rows, p, c = _with_internal(trace, index, memory, rows, p, c, internal)
     kinds, may = _classify(memory, rows, p, c)
     first, group_may = _groups(rows.kernel[p], rows.kernel[c], kinds, may)
     counts = {kind.value: int((kinds[first] == i).sum()) for i, kind in enumerate(KINDS)}
@@ -408,6 +412,23 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_la
                    int(_unjudged(index, with_memory).sum()), _launch_unknown(trace, memory), tuple(counts.items()), listed,
                    len(memory.queries.corr), index.unmatched_queries, _graph_kernels(trace, with_memory),
                    coverage(trace, index, with_memory, branched))
+
+
+def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray,
+                   internal: InternalPairs) -> tuple[AccessRows, np.ndarray, np.ndarray]:
+    """The access rows with those of the graph-internal pairs appended, and the pairs' positions
+    added to p and c: classified, grouped and listed like cross-stream pairs."""
+    n = len(internal.producer)
+    if n == 0:
+        return rows, p, c
+    kern = np.r_[internal.producer, internal.consumer]
+    row = np.r_[internal.producer_row, internal.consumer_row]
+    la = memory.launches
+    extra = AccessRows(kern, row, index.kernel_col[kern], trace.kernels.corr[kern], la.address[row], la.address[row] + la.size[row],
+                       la.mode[row], np.full(2 * n, -1, dtype=np.int64))
+    base = len(rows.kernel)
+    merged = AccessRows(*(np.r_[getattr(rows, f), getattr(extra, f)] for f in AccessRows.__dataclass_fields__))
+    return merged, np.r_[p, base + np.arange(n)], np.r_[c, base + n + np.arange(n)]
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:

@@ -109,6 +109,14 @@ class GraphNodes:
 
     node: np.ndarray
     corr: np.ndarray
+    original: np.ndarray | None = None  # the node instantiation cloned it from (itself if no clone): edges name those
+
+    def originals(self, nodes: np.ndarray) -> np.ndarray:
+        """Each node's original (the node as captured; graph edges name those), -1 where unknown."""
+        if len(self.node) == 0 or self.original is None:
+            return np.full(len(nodes), -1, dtype=np.int64)
+        at = np.clip(np.searchsorted(self.node, nodes), 0, len(self.node) - 1)
+        return np.where(self.node[at] == nodes, self.original[at], -1)
 
 
 @dataclass(frozen=True)
@@ -223,7 +231,8 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
         return made.get(at, -1)
 
     keys = np.unique(node)
-    return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64))
+    return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64),
+                      np.array([parent.get(n, n) for n in keys.tolist()], dtype=np.int64))
 
 
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:

@@ -9,6 +9,7 @@ buf = torch.zeros(1 << 20, device="cuda")
 total = torch.zeros((), device="cuda")
 g = torch.cuda.CUDAGraph()
 capture = torch.cuda.Stream()
+torch.cuda.synchronize()  # the tensors were made on the default stream
 with torch.cuda.stream(capture):
     buf.fill_(1.0)  # warm-up before capture
     total.copy_(buf.sum())

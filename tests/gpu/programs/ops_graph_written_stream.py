@@ -8,6 +8,7 @@ x = torch.randn(1 << 20, device="cuda")
 out = torch.empty(1 << 20, device="cuda")
 g = torch.cuda.CUDAGraph()
 capture = torch.cuda.Stream()
+torch.cuda.synchronize()  # the tensors were made on the default stream
 with torch.cuda.stream(capture):
     out.copy_(x * 2)
 torch.cuda.synchronize()

@@ -14,4 +14,5 @@ for it in range(2):
             x.zero_()  # no side.wait_stream(main): the race
     torch.cuda.synchronize()
     x.normal_()
+    torch.cuda.synchronize()
 print("ops_zero_war", float(y.sum()))
