@@ -95,17 +95,25 @@ class TraceBuilder:
         """Instantiation: clone node id -> the node it was cloned from."""
         self.tables["TRACER_GRAPH_NODES"].extend((clone, -1, original) for clone, original in clones.items())
 
-    def graph_launch(self, stream: int, nodes: list[tuple[str, int]], dur: int = 10_000, *, device: int = 0) -> int:
-        """cuGraphLaunch: the kernels of `nodes` (name, graph node id) one after another on stream,
-        all under the graph launch's correlation id."""
+    def graph_launch(self, stream: int, nodes: list[tuple], dur: int = 10_000, *, device: int = 0,
+                     record_stream: bool = False) -> int:
+        """cuGraphLaunch: the kernels of `nodes` (name, graph node id[, the stream CUPTI reports it
+        on, default `stream`]) one after another, all under the graph launch's correlation id;
+        record_stream: the capture recorded the launch's stream (TRACER_GRAPH_LAUNCHES)."""
         corr, t0, _ = self._api("cuGraphLaunch", None)
-        key = (device, stream)
-        for name, node in nodes:
+        for name, node, *on in nodes:
+            key = (device, on[0] if on else stream)
             begin = max(t0 + QUEUE_NS, self.free.get(key, 0))
             self.free[key] = begin + dur
-            self.rec.kernels.append((begin, begin + dur, device, device + 1, stream, corr, name,
+            self.rec.kernels.append((begin, begin + dur, device, device + 1, key[1], corr, name,
                                      1, 1, 1, 128, 1, 1, 32, 0, 0, node >> 32, node))
+        if record_stream:
+            self.tables["TRACER_GRAPH_LAUNCHES"].append((corr, stream))
         return corr
+
+    def graph_edges(self, nodes: list[int], edges: list[tuple[int, int]]) -> None:
+        """An instantiated graph's nodes (as captured) and its edges from -> to (TRACER_GRAPH_EDGES)."""
+        self.tables["TRACER_GRAPH_EDGES"].extend([(n, n) for n in nodes] + edges)
 
     def record(self, stream: int, *, device: int = 0, tid: int | None = None) -> int:
         """cudaEventRecord; returns the event key (its eventSyncId)."""
