@@ -5,7 +5,9 @@
 #            `tracer trace run --memory`, PyTorch's CUDA stream sanitizer (CSAN) on each, and what the
 #            capture recorded of copies, memsets and graphs (raw table counts), 3 at a time
 #   tests:   the GPU tests of this work (tests/gpu/test_ops_gpu.py)
-#   bench:   scripts/bench_trace.py on a synthetic trace with copies and memsets, pinned to 2 cores
+#   bench:   scripts/bench_trace.py cases ops (1M kernels + 500k copies and memsets, 8 streams) and hazards
+#            (the same without copies), each beside the checkout two levels up (the main tree) on the same
+#            file, analyses pinned to 2 cores
 # Everything lands under $OUT (default /tmp/out) and is packed into $OUT/ops.tgz.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -81,7 +83,7 @@ if [[ " $STEPS " == *" tests "* ]]; then
   run_one gpu-tests 200 $PY -m pytest -q -x -p no:cacheprovider tests/gpu/test_ops_gpu.py
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
-  run_one bench 150 taskset -c 0,1 $PY scripts/bench_trace.py --ops
+  run_one bench 260 $PY scripts/bench_trace.py --cases ops,hazards --baseline ../.. --json "$OUT/logs/bench.json"
 fi
 tar -czf "$OUT/ops.tgz" -C "$OUT" logs traces 2>/dev/null
 rm -rf "$OUT/logs" "$OUT/traces"
