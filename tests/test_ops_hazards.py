@@ -215,7 +215,7 @@ class TestKineto:
                                                                                              [4096, 64], [13, 7])
         a = analyze(t)
         assert a.to_json()["operations"] == {"kernel": 1, "memcpy": 1, "memset": 1}
-        assert [s.kernels for s in a.streams] == [2, 1]
+        assert [(s.stream, s.kernels, s.operations) for s in a.streams] == [(7, 1, 2), (13, 0, 1)]
 
 
 class TestCopyApiArguments:

@@ -28,7 +28,8 @@ class TestH100TwoGpu:
         t = analysis.trace
         assert analysis.to_json()["operations"] == {"kernel": 3442, "memcpy": 904, "memset": 22}
         assert len(t.kernels) == 3442 + 904 + 22 and len(t.ranges.start) == 16782
-        assert [(s.device, s.stream, s.kernels) for s in analysis.streams] == [(0, 7, 2184), (1, 15, 2184)]
+        assert [(s.device, s.stream, s.kernels, s.operations) for s in analysis.streams] == [(0, 7, 1721, 2184),
+                                                                                             (1, 15, 1721, 2184)]
         kinds = [y.kind for y in t.syncs]
         assert kinds.count(SyncKind.WAIT) == 236 and kinds.count(SyncKind.STREAM) == 8
         assert t.producer.startswith("nsys 2026.2.1.210 schema 3.25.0")

@@ -31,11 +31,12 @@ PAIRS_BY_MEMORY_NOTE = ("pairs not judged by default: the trace has memory acces
 class StreamStats:
     device: int
     stream: int
-    kernels: int
-    busy_ns: int
+    kernels: int  # kernels only
+    busy_ns: int  # busy, idle, span and gaps: of every GPU operation on the stream
     idle_ns: int
     span_ns: int
     max_gap_ns: int
+    operations: int = 0  # kernels, copies and memsets
 
     def to_json(self) -> dict[str, int]:
         return dict(self.__dict__)
@@ -153,7 +154,8 @@ def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
         gaps = np.maximum(start[1:] - end[:-1], 0)
         span = int(end[-1] - start[0])
         idle = int(gaps.sum())
-        out.append(StreamStats(dev, stream, len(idx), span - idle, idle, span, int(gaps.max()) if len(gaps) else 0))
+        kernels = int((k.kinds()[idx] == 0).sum())
+        out.append(StreamStats(dev, stream, kernels, span - idle, idle, span, int(gaps.max()) if len(gaps) else 0, len(idx)))
     return tuple(out)
 
 

@@ -46,7 +46,7 @@ def pair_line(p: PairVerdict) -> str:
 def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
     lines = [f"  {'device':>6} {'stream':>8} {'ops':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
     for s in streams[:SHOWN_STREAMS]:
-        lines.append(f"  {s.device:>6} {s.stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
+        lines.append(f"  {s.device:>6} {s.stream:>8} {s.operations:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
                      f"{s.max_gap_ns / 1e6:>11.3f}")
     if len(streams) > SHOWN_STREAMS:
         lines.append(f"  ... {len(streams) - SHOWN_STREAMS} more streams (--json lists all)")
