@@ -250,3 +250,37 @@ class TestCopyApiArguments:
 
 def test_covered_kinds_are_the_issue_list() -> None:
     assert [c.value for c in Covered] == ["kernel", "memcpy", "memset", "collective", "graph-internal", "undecoded-launch"]
+
+
+def test_a_copy_across_two_allocations_races_with_writers_of_both(tmp_path: Path) -> None:
+    """A copy's source range crossing from one allocation into the next (synthetic: the captured
+    family has none) is compared byte for byte: it races with a writer of each."""
+    b = TraceBuilder()
+    first, second = b.alloc(X, 4096), b.alloc(X + 4096, 4096)
+    op = b.op("aten::fill_")
+    b.access(op, X, 4096, WRITE, allocation=first)
+    b.launch(A, "fill_first", op=op)
+    op = b.op("aten::fill_")
+    b.access(op, X + 4096, 4096, WRITE, allocation=second)
+    b.launch(A, "fill_second", op=op)
+    corr = b.copy(B, 4096, kind=8, api="cuMemcpyDtoDAsync")
+    op = b.op("cuMemcpyDtoDAsync", kind=4, corr=corr)
+    b.access(op, X + 2048, 4096, READ, allocation=first)
+    h = hazards(tmp_path, b)
+    assert sorted((z.kind.value, z.producer.kernel, z.bytes) for z in h.listed) == [
+        ("RAW", "fill_first", 2048), ("RAW", "fill_second", 2048)]
+
+
+def test_the_report_shows_what_was_judged_and_what_was_not(tmp_path: Path) -> None:
+    from tracer.cli import main
+
+    b = TraceBuilder()
+    b.launch(A, "writer", op=op_with(b, "aten::fill_", (X, 4096, WRITE)))
+    b.copy(B, 4096, kind=8)
+    trace = b.write(tmp_path / "t.sqlite", memory=True)
+    run = tmp_path / "run"
+    assert main(["trace", "import", str(trace), "-o", str(run)]) == 0
+    assert main(["report", str(run), "-o", str(tmp_path / "r.html")]) == 0
+    html = (tmp_path / "r.html").read_text()
+    assert "judged 1 of 2 GPU operations (kernel 1/1, memcpy 0/1)" in html
+    assert "not judged: 1 of 1 memcpy operation(s)" in html

@@ -466,7 +466,7 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 def _classify(memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kind code (position in KINDS) and `may` per access pair."""
     la = memory.launches
-    pa, ca = la.allocation[rows.row[p]], la.allocation[rows.row[c]]
+    pa, ca = _contained(memory, rows.row[p]), _contained(memory, rows.row[c])
     pm, cm = rows.mode[p], rows.mode[c]
     pw, pr, cw, cr = (pm & WRITE) > 0, (pm & READ) > 0, (cm & WRITE) > 0, (cm & READ) > 0
     kind = np.where(pw & cr, KINDS.index(HazardKind.RAW), np.where(pr & cw, KINDS.index(HazardKind.WAR),
@@ -474,6 +474,19 @@ def _classify(memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray) ->
     kind = np.where((pa >= 0) & (ca >= 0) & (pa != ca), KINDS.index(HazardKind.REUSE), kind).astype(np.int64)
     may = (la.exact[rows.row[p]] == 0) | (la.exact[rows.row[c]] == 0)
     return kind, may
+
+
+def _contained(memory: Memory, row: np.ndarray) -> np.ndarray:
+    """Each access row's allocation id, -1 where the allocation is known and the access runs past it:
+    a copy that crosses from one allocation into the next is not reuse of the second's bytes."""
+    la, a = memory.launches, memory.allocations
+    alloc = la.allocation[row]
+    if len(a.id) == 0:
+        return alloc
+    at = a.row_of(alloc)
+    safe = np.maximum(at, 0)
+    past = (at >= 0) & ((la.address[row] < a.address[safe]) | (la.address[row] + la.size[row] > a.address[safe] + a.size[safe]))
+    return np.where(past, -1, alloc)
 
 
 def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
