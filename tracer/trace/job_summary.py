@@ -170,7 +170,7 @@ class JobAnalysis:
             counts.update(a.pair_counts)
         return {
             "source": str(self.job.run_dir), "kind": "job", "pair_spec": self.pair_spec.to_json(),
-            "kernels": sum(len(a.trace.kernels) for _, a in traced), "pair_counts": dict(counts),
+            "kernels": sum(int((a.trace.kernels.kinds() == 0).sum()) for _, a in traced), "pair_counts": dict(counts),
             "complete": not self.incomplete, "incomplete": self.incomplete_lines(),
             "job": {
                 "processes": [p.to_json() for p in self.job.processes], "untraced": list(self.job.untraced),
