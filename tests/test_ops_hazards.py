@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from tests.trace_synthetic import TraceBuilder
 from tracer.capture.callbacks import copy_accesses, pitched
@@ -174,6 +175,16 @@ class TestGraphLaunches:
         assert sorted((z.producer.range, z.consumer.range, z.producer.kernel, z.consumer.kernel) for z in h.listed) == [
             (f"replay{r}", f"replay{r}", "fill", "sum") for r in range(3)]
         assert coverage(h)["graph-internal"] == (6, 6, 0) and a.failures(False, True) == ["3 cross-stream memory hazard(s)"]
+
+    def test_a_launch_past_the_pairwise_limit_is_counted_not_judged(self, tmp_path: Path,
+                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+        import tracer.trace.graphs as graphs
+
+        monkeypatch.setattr(graphs, "MAX_JUDGED_OPS", 1)
+        b = TraceBuilder()
+        self.graph(b, edges=[])
+        a = analyze(load(tmp_path, b))
+        assert a.hazards is not None and a.hazards.found == 0 and coverage(a.hazards)["graph-internal"] == (4, 0, 4)
 
     def test_an_edge_orders_the_branches(self, tmp_path: Path) -> None:
         b = TraceBuilder()

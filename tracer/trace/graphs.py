@@ -17,6 +17,8 @@ import numpy as np
 from tracer.trace.memory import WRITE, Memory, access_corr, kernel_accesses
 from tracer.trace.model import Trace
 
+MAX_JUDGED_OPS = 2048  # operations of one branched graph launch judged against each other (pairwise, once per graph)
+
 
 @dataclass(frozen=True, kw_only=True)
 class GraphReplays:
@@ -103,6 +105,8 @@ def internal_pairs(trace: Trace, found: Launches, memory: Memory) -> InternalPai
     structures: dict[tuple[int, ...], list[tuple[int, int, int, int]]] = {}
     for n in np.flatnonzero(found.branched).tolist():
         ops = found.ops[found.offset[n]:found.offset[n + 1]]
+        if len(ops) > MAX_JUDGED_OPS:  # pairs are compared one by one: a bigger launch stays not judged
+            continue
         nodes = memory.graph_nodes.originals(k.graph_node[ops])
         if (nodes < 0).any() or not np.isin(nodes, member).all():
             continue

@@ -49,7 +49,8 @@ WHY_NOT = {
     Covered.MEMSET: "no memory access set (no torch op issued them and no memset API arguments were recorded)",
     Covered.COLLECTIVE: "no memory access set (no c10d op launched them)",
     Covered.GRAPH_INTERNAL: "CUPTI ran them on more than one stream (parallel branches) and the graph's edges were "
-                            "not recorded, so they are not judged against each other",
+                            "not recorded (or the launch has more than 2,048 operations), so they are not judged "
+                            "against each other",
     Covered.UNDECODED: "launch arguments could not be read",
 }
 
