@@ -142,7 +142,8 @@ def _unordered_conflicts(trace: Trace, ops: np.ndarray, nodes: np.ndarray, memor
     for op, row in zip(ka.kernel.tolist(), ka.row.tolist()):
         rows.setdefault(op, []).append(row)
     start = trace.kernels.start[ops]
-    out = []
+    op_of = la.op if la.op is not None else np.arange(len(la.corr))
+    out, seen = [], set()
     for i in range(len(ops)):
         for j in range(i + 1, len(ops)):
             a, b = (i, j) if start[i] <= start[j] else (j, i)
@@ -151,6 +152,8 @@ def _unordered_conflicts(trace: Trace, ops: np.ndarray, nodes: np.ndarray, memor
             for ra in rows.get(a, []):
                 for rb in rows.get(b, []):
                     overlap = la.address[ra] < la.address[rb] + la.size[rb] and la.address[rb] < la.address[ra] + la.size[ra]
-                    if overlap and (la.mode[ra] | la.mode[rb]) & WRITE:
+                    ops_pair = (int(op_of[ra]), int(op_of[rb]))
+                    if overlap and (la.mode[ra] | la.mode[rb]) & WRITE and ops_pair not in seen:
+                        seen.add(ops_pair)  # once per pair of ops: an op's memset and kernel share its accesses
                         out.append((a, b, ra, rb))
     return out

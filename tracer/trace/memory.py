@@ -42,6 +42,7 @@ class LaunchAccesses:
     mode: np.ndarray  # 1 read, 2 write, 3 both, 0 none
     exact: np.ndarray  # 0: direction or extent guessed ("may")
     allocation: np.ndarray  # TRACER_ALLOCATIONS.id, -1 unknown
+    op: np.ndarray | None = None  # TRACER_OPS.id of the op the launch was made in
 
 
 @dataclass(frozen=True)
@@ -192,10 +193,10 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     def ints(table: str, cols: list[Col]) -> list[np.ndarray]:
         return db.ints(table, cols) if table in present else [none] * len(cols)
 
-    corr, name, address, size, mode_exact, allocation = _launch_accesses(db, present)
+    corr, name, address, size, mode_exact, allocation, op = _launch_accesses(db, present)
     if (mode_exact < 0).any():  # mode outside 0..3
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
-    launches = _sorted_by([corr, name, address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
+    launches = _sorted_by([corr, name, address, size, mode_exact & 3, mode_exact >> 2, allocation, op], 0)
     _check_accesses(db, launches)
     has_forward, has_backward = _sequence_numbers(db, present)
     backward = _sorted_by(_backward(db, present) if has_backward else [none] * 3, 0)
@@ -250,7 +251,7 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     by op id here (SQLite would build a temporary index on TRACER_MEMORY_ACCESS.opId for the join)."""
     none = np.zeros(0, dtype=np.int64)
     if "TRACER_OPS" not in present:
-        return [none] * 6
+        return [none] * 7
     corr, op, name = _launch_ops(db, present)
     if "TRACER_MEMORY_ACCESS" in present:
         have = db.require("TRACER_MEMORY_ACCESS", ACCESS)
@@ -271,7 +272,7 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     def column(i: int, empty: int) -> np.ndarray:
         return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
 
-    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1), np.repeat(op, n)]
 
 
 def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
