@@ -1,6 +1,8 @@
 """CUPTI callback API for `--memory`: kernel launches outside any recorded op (their pointer-sized
-arguments), event records, event/stream queries that returned success, and the CUDA graph nodes
-launches make while their stream is captured (and the clones instantiation makes of them).
+arguments), copy and memset calls outside any op (their byte ranges: docs/operations.md), event
+records, event/stream queries that returned success, the CUDA graph nodes launches and copies make
+while their stream is captured (and the clones instantiation makes of them), the nodes and edges of
+each instantiated graph, and the stream each graph launch goes to.
 
 Layouts (CUPTI and driver headers; checked on an H200 with cupti-python 13.0): CUpti_CallbackData
 has functionParams at +16 and functionReturnValue at +24; cuLaunchKernel_params: f +0,
@@ -34,10 +36,11 @@ STREAM_QUERY = ("cuStreamQuery", "cuStreamQuery_ptsz", "cudaStreamQuery", "cudaS
 GRAPH_NODE = ("GRAPHNODE_CREATED", "GRAPHNODE_CLONED")  # resource callbacks, with the launch role
 GRAPH_EXEC = "GRAPHEXEC_CREATED"  # resource callback: the instantiated graph's nodes and edges are read then
 GRAPH_LAUNCH = ("cuGraphLaunch", "cuGraphLaunch_ptsz")  # params: hGraphExec +0, hStream +8
-# Copy and memset APIs (names as api_name gives them: cuMemcpyHtoD_v2 is cuMemcpyHtoD): the params struct layout of each, as (dst, src, bytes) offsets. 1D copies
-# (runtime and driver, async or not: dst +0, src +8, count +16); peer copies (dst +0, src +16,
-# count +32); memsets (dst +0, count +16; the driver's D16/D32 count elements); 2D (runtime: dst +0,
-# dpitch +8, src +16, spitch +24, width +32, height +40; driver: a CUDA_MEMCPY2D pointer at +0).
+# Copy and memset APIs (named as api_name gives them: cuMemcpyHtoD_v2 is cuMemcpyHtoD) and where their
+# params structs hold the bytes: 1D copies (runtime and driver, async or not: dst +0, src +8, count
+# +16); peer copies (dst +0, src +16, count +32); memsets (dst +0, count +16; the driver's D16/D32
+# count elements); 2D (runtime: dst +0, dpitch +8, src +16, spitch +24, width +32, height +40;
+# driver: a CUDA_MEMCPY2D pointer at +0).
 COPY_1D = ("cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpy_ptds", "cudaMemcpyAsync_ptsz", "cuMemcpy", "cuMemcpyAsync",
            "cuMemcpy_ptds", "cuMemcpyAsync_ptsz", "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpyDtoH",
            "cuMemcpyDtoHAsync", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyHtoD_v2_ptds",
