@@ -295,3 +295,62 @@ def test_the_report_shows_what_was_judged_and_what_was_not(tmp_path: Path) -> No
     html = (tmp_path / "r.html").read_text()
     assert "judged 1 of 2 GPU operations (kernel 1/1, memcpy 0/1)" in html
     assert "not judged: 1 of 1 memcpy operation(s)" in html
+
+
+class TestCopyCallbacks:
+    """The callback path: a runtime copy and its nested driver call recorded once as a kind 4 op, a
+    copy inside a torch op left to the op, a graph launch's stream recorded."""
+
+    @staticmethod
+    def callbacks():  # type: ignore[no-untyped-def]
+        import enum
+
+        from tests.test_capture_memory import FakeCupti, Recording
+        from tracer.capture.callbacks import ApiCallbacks
+
+        class Cupti(FakeCupti):
+            driver_api_trace_cbid = enum.IntEnum("driver_api_trace_cbid", {
+                **{m.name: m.value for m in FakeCupti.driver_api_trace_cbid},
+                "cuMemcpyDtoDAsync_v2": 700, "cuGraphLaunch": 701, "cuMemsetD32Async": 702})
+            runtime_api_trace_cbid = enum.IntEnum("runtime_api_trace_cbid", {
+                **{m.name: m.value for m in FakeCupti.runtime_api_trace_cbid}, "cudaMemcpyAsync_v3020": 41})
+
+        rec = Recording().rec
+        cupti = Cupti()
+        calls = ApiCallbacks(cupti, rec, roles=("launch",))
+        calls.subscribe()
+        return rec, cupti, calls
+
+    @staticmethod
+    def cbdata(words: list[int], corr: int, site: int = 0) -> tuple[object, list[object]]:
+        from types import SimpleNamespace
+
+        from tests.test_capture_memory import CallbackData
+
+        params = (ctypes.c_uint64 * len(words))(*words)
+        data = CallbackData(site, 0, ctypes.addressof(params), 0)
+        return SimpleNamespace(callback_site=site, ptr=ctypes.addressof(data), correlation_id=corr, symbol_name=None,
+                               context=0), [params, data]
+
+    def test_a_runtime_copy_and_its_driver_call_are_one_op(self) -> None:
+        rec, cupti, calls = self.callbacks()
+        assert {(1, 700), (1, 701), (1, 702), (2, 41)} <= set(cupti.enabled)
+        cb, keep = self.cbdata([0xD000, 0x5000, 4096, 3, 0], corr=90)
+        calls.callback(None, 2, 41, cb)  # cudaMemcpyAsync
+        calls.callback(None, 1, 700, cb)  # the cuMemcpyDtoDAsync it makes, same correlation id
+        assert [(o.kind, o.name, o.correlation_id) for o in rec.ops] == [(4, "cudaMemcpyAsync", 90)]
+        assert [(p.address, p.bytes, p.mode, p.exact) for p in rec.pending] == [(0x5000, 4096, READ, 1), (0xD000, 4096, WRITE, 1)]
+        rec.tls.depth = 1  # inside a torch op: the op's tensors say what it touches
+        cb2, keep2 = self.cbdata([0xD000, 7, 16, 0], corr=91)
+        calls.callback(None, 1, 702, cb2)
+        assert len(rec.ops) == 1 and rec.tls.launch == 91  # a graph node it makes is still tied to it
+        calls.callback(None, 1, 702, self.cbdata([0, 0, 0, 0], corr=91, site=1)[0])
+        assert rec.tls.launch == 0 and not rec.errors
+        del keep, keep2
+
+    def test_a_graph_launch_records_its_stream(self) -> None:
+        rec, _, calls = self.callbacks()
+        cb, keep = self.cbdata([0xE000, 0xABC], corr=95)  # cuGraphLaunch(exec, stream): the fake says stream 13
+        calls.callback(None, 1, 701, cb)
+        assert rec.graph_launches == [(95, 13)] and not rec.errors
+        del keep
