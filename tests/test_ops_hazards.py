@@ -165,6 +165,14 @@ class TestGraphLaunches:
         assert coverage(h)["graph-internal"] == (4, 0, 4)
         assert any("graph-internal" in f for f in a.failures(False, True))
         assert a.to_json()["graph_launches"] == {"launches": 2, "operations": 4, "branched": 2, "stream_recorded": 2}
+        assert not [line for line in a.report_lines() if "first operation" in line]
+
+    def test_a_launch_whose_stream_was_not_recorded_says_so(self, tmp_path: Path) -> None:
+        b = TraceBuilder()
+        self.graph(b, edges=[(1, 2)], record_stream=False)
+        a = analyze(load(tmp_path, b))
+        assert a.graphs.stream_recorded == 0 and a.hazards is not None and a.hazards.found == 0
+        assert [line for line in a.report_lines() if "2 CUDA graph launch(es) ordered on the stream of their first" in line]
 
     def test_two_branches_with_no_edge_race_once_per_replay(self, tmp_path: Path) -> None:
         b = TraceBuilder()

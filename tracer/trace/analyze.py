@@ -135,6 +135,10 @@ class Analysis:
         if rules["forward-op"] or rules["backward-caller"]:
             lines.append("attribution: " + ", ".join(f"{k} {v}" for k, v in rules.items()))
         lines += [f"note: {n}" for n in self.notes]
+        guessed = self.graphs.launches - self.graphs.stream_recorded
+        if guessed:
+            lines.append(f"note: {guessed} CUDA graph launch(es) ordered on the stream of their first operation (the trace "
+                         "does not say which stream they were launched on; `trace run --memory` records it)")
         if self.hazards is not None:
             lines += self.hazards.text_lines()
         return lines
