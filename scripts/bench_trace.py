@@ -5,6 +5,7 @@ CPU: `tracer trace analyze` (the CLI path, --json) on synthetic nsys-schema trac
      - default options and `--pairs all`, 1M kernels on 8 streams; default options, 3M kernels on 8 streams;
      - `--pairs '*/cast_transpose:*/dgrad'`, 1M kernels on 4 streams (the glob path);
      - hazards (default with memory tables), 1M kernels on 8 streams, 100k allocations, 1,000 host syncs;
+     - ops: the same with 500k copies and memsets among the kernels (hazards judge them too);
      each in a child process pinned to 2 cores: wall and CPU seconds, peak RSS. Beside each, the
      floors on the same file: the SQLite CLI (GROUP BY stream and kernel name, joined to StringIds)
      and tracer's own SELECTs run one after another on one connection (the statements its reader
@@ -13,7 +14,7 @@ CPU: `tracer trace analyze` (the CLI path, --json) on synthetic nsys-schema trac
 GPU (--gpu): linear_backward untraced, under tracer's CUPTI backend, and under torch.profiler,
      alternating, timed inside the process after a warm-up step.
      --baseline DIR runs each case again with DIR's tracer (an older checkout) beside it.
-Usage: python scripts/bench_trace.py [--cases default,all,3M,glob,hazards] [--baseline DIR] [--cpu-repeats 1] [--gpu] [--repeats 3]
+Usage: python scripts/bench_trace.py [--cases default,all,3M,glob,hazards,ops] [--baseline DIR] [--cpu-repeats 1] [--gpu] [--repeats 3]
        [--json OUT.json]
 """
 from __future__ import annotations
@@ -31,7 +32,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(tempfile.gettempdir())
-LIMITS = {"default": (10, 1536), "all": (10, 1536), "3M": (30, 3072), "glob": (None, None), "hazards": (10, 1536)}
+LIMITS = {"default": (10, 1536), "all": (10, 1536), "3M": (30, 3072), "glob": (None, None), "hazards": (10, 1536),
+          "ops": (10, 1536)}
 
 # (file name, make_synthetic_trace.py options)
 TRACES = {
@@ -40,6 +42,8 @@ TRACES = {
     "1M-4s": ("tracer-synthetic-1M-4s.sqlite", ["--kernels", "1000000", "--streams", "4"]),
     "1M-8s-memory": ("tracer-synthetic-1M-8s-memory.sqlite", ["--kernels", "1000000", "--streams", "8", "--memory",
                                                              "--allocations", "100000", "--host-syncs", "1000"]),
+    "1M-8s-ops": ("tracer-synthetic-1M-8s-ops.sqlite", ["--kernels", "1000000", "--copies", "500000", "--streams", "8",
+                                                       "--memory", "--allocations", "100000", "--host-syncs", "1000"]),
 }
 CASES = {  # name: (trace, extra CLI arguments)
     "default": ("1M-8s", []),
@@ -47,6 +51,7 @@ CASES = {  # name: (trace, extra CLI arguments)
     "3M": ("3M-8s", []),
     "glob": ("1M-4s", ["--pairs", "*/cast_transpose:*/dgrad"]),
     "hazards": ("1M-8s-memory", []),
+    "ops": ("1M-8s-ops", []),  # hazards over 1M kernels + 500k copies and memsets
 }
 
 CHILD = """

@@ -4,6 +4,9 @@
 Run on a GPU machine:  python scripts/capture_hazard_fixtures.py [OUT_DIR]  (default tests/data/hazards)
 Or collect the run directories scripts/device_capture.sh made (RUNS/NAME, RUNS/seed-NAME):
     python scripts/capture_hazard_fixtures.py OUT_DIR --from RUNS
+Issue #26's programs (tests/gpu/programs/ops_*.py: copies, memsets, CUDA graphs) alone, captured here or
+collected from scripts/device_ops.sh's run directories, merged into captures.json:
+    python scripts/capture_hazard_fixtures.py OUT_DIR --ops [--from RUNS]
 Fixtures name no machine's paths: the checkout's and the interpreter's folders are cut from the
 strings of every trace (call sites) and JSON file (argv) collected; on files copied by hand:
     python scripts/capture_hazard_fixtures.py --strip-paths FILE_OR_DIR... --prefix /checkout/ --prefix /venv/bin/
@@ -21,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-from memory_tables import EXPECTED, MAY, PROGRAMS, raw_verdict  # noqa: E402
+from memory_tables import EXPECTED, MAY, OPS_EXPECTED, OPS_MAY, PROGRAMS, raw_verdict  # noqa: E402
 from tracer.capture.launcher import capture_run  # noqa: E402
 
 WORKLOADS = {
@@ -44,17 +47,19 @@ def capture(name: str, command: list[str], out: Path) -> dict:
 
 
 def described(name: str, trace: Path) -> dict:
+    if name in OPS_EXPECTED:  # judged by the analysis (tests/test_ops_fixtures.py), not the raw tables
+        return {"expected": OPS_EXPECTED[name], "may": OPS_MAY.get(name, 0)}
     if name not in EXPECTED:
         return {}
     ok, seen = raw_verdict(name, trace)
     return {"expected": sorted(EXPECTED[name]), "may": name in MAY, "raw_ok": ok, "raw_seen": seen}
 
 
-def collect(runs: Path, out: Path) -> dict:
-    """The traces of run directories made elsewhere (scripts/device_capture.sh)."""
+def collect(runs: Path, out: Path, names: list[str]) -> dict:
+    """The traces of run directories made elsewhere (scripts/device_capture.sh, scripts/device_ops.sh)."""
     done = {}
-    for name in [*EXPECTED, *WORKLOADS]:
-        run = runs / (name if name in EXPECTED else f"seed-{name}")
+    for name in names:
+        run = runs / (name if name not in WORKLOADS else f"seed-{name}")
         command = run / "command.json"
         if not (run / "trace.sqlite").is_file():
             done[name] = {"error": f"no trace in {run}"}
@@ -91,6 +96,7 @@ def main() -> int:
     ap.add_argument("--from", dest="runs", type=Path, help="collect these run directories instead of capturing")
     ap.add_argument("--strip-paths", nargs="+", type=Path, help="only cut machine folders from these files or folders")
     ap.add_argument("--prefix", action="append", help="a folder to cut (default: the checkout and the interpreter's)")
+    ap.add_argument("--ops", action="store_true", help="only issue #26's programs (ops_*), merged into captures.json")
     args = ap.parse_args()
     prefixes = args.prefix or default_prefixes()
     if args.strip_paths:
@@ -100,16 +106,18 @@ def main() -> int:
         return 0
     out = args.out
     out.mkdir(parents=True, exist_ok=True)
-    jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in EXPECTED}
-    jobs |= {name: [sys.executable, "-m", "tracer", "run", *a, "--no-fail-on-check"] for name, a in WORKLOADS.items()}
+    jobs = {name: [sys.executable, str(PROGRAMS / f"{name}.py")] for name in (OPS_EXPECTED if args.ops else EXPECTED)}
+    if not args.ops:
+        jobs |= {name: [sys.executable, "-m", "tracer", "run", *a, "--no-fail-on-check"] for name, a in WORKLOADS.items()}
     if args.runs is not None:
-        done = collect(args.runs, out)
+        done = collect(args.runs, out, list(jobs))
     else:
         with ThreadPoolExecutor(max_workers=4) as pool:
             done = dict(zip(jobs, pool.map(lambda kv: capture(kv[0], kv[1], out), jobs.items())))
     for name, entry in done.items():
         print(name, entry, flush=True)
-    (out / "captures.json").write_text(json.dumps(done, indent=1, sort_keys=True) + "\n")
+    kept = json.loads((out / "captures.json").read_text()) if args.ops and (out / "captures.json").is_file() else {}
+    (out / "captures.json").write_text(json.dumps(kept | done, indent=1, sort_keys=True) + "\n")
     for f in sorted(out.glob("*.sqlite")):
         strip_paths(f, prefixes)
     return 0

@@ -67,6 +67,22 @@ class TraceBuilder:
             self.tables["TRACER_EXTERNAL_CORRELATION"].append((corr, op))
         return corr
 
+    def copy(self, stream: int, size: int, kind: int = 8, dur: int = 4_000, *, device: int = 0, tid: int | None = None,
+             op: int | None = None, memset: bool = False, api: str | None = None, node: int = 0) -> int:
+        """cudaMemcpyAsync (CUPTI copy kind: 1 HtoD, 2 DtoH, 8 DtoD, 10 PtoP) or, with memset,
+        cudaMemsetAsync of `size` bytes on stream; `op`: inside that op (its accesses are the copy's)."""
+        corr, t0, _ = self._api(api or ("cudaMemsetAsync" if memset else "cudaMemcpyAsync"), tid)
+        key = (device, stream)
+        begin = max(t0 + QUEUE_NS, self.free.get(key, 0))
+        self.free[key] = begin + dur
+        if memset:
+            self.rec.memsets.append((begin, begin + dur, device, device + 1, stream, corr, 0, size, node))
+        else:
+            self.rec.memcpys.append((begin, begin + dur, device, device + 1, stream, corr, size, kind, 2, 3, node))
+        if op is not None:
+            self.tables["TRACER_EXTERNAL_CORRELATION"].append((corr, op))
+        return corr
+
     def capture_launch(self, name: str, node: int, *, op: int | None = None) -> int:
         """A launch into a stream being captured into a CUDA graph: no kernel runs, it makes `node`."""
         corr, _, _ = self._api("cuLaunchKernel", None)
@@ -79,17 +95,25 @@ class TraceBuilder:
         """Instantiation: clone node id -> the node it was cloned from."""
         self.tables["TRACER_GRAPH_NODES"].extend((clone, -1, original) for clone, original in clones.items())
 
-    def graph_launch(self, stream: int, nodes: list[tuple[str, int]], dur: int = 10_000, *, device: int = 0) -> int:
-        """cuGraphLaunch: the kernels of `nodes` (name, graph node id) one after another on stream,
-        all under the graph launch's correlation id."""
+    def graph_launch(self, stream: int, nodes: list[tuple], dur: int = 10_000, *, device: int = 0,
+                     record_stream: bool = False) -> int:
+        """cuGraphLaunch: the kernels of `nodes` (name, graph node id[, the stream CUPTI reports it
+        on, default `stream`]) one after another, all under the graph launch's correlation id;
+        record_stream: the capture recorded the launch's stream (TRACER_GRAPH_LAUNCHES)."""
         corr, t0, _ = self._api("cuGraphLaunch", None)
-        key = (device, stream)
-        for name, node in nodes:
+        for name, node, *on in nodes:
+            key = (device, on[0] if on else stream)
             begin = max(t0 + QUEUE_NS, self.free.get(key, 0))
             self.free[key] = begin + dur
-            self.rec.kernels.append((begin, begin + dur, device, device + 1, stream, corr, name,
+            self.rec.kernels.append((begin, begin + dur, device, device + 1, key[1], corr, name,
                                      1, 1, 1, 128, 1, 1, 32, 0, 0, node >> 32, node))
+        if record_stream:
+            self.tables["TRACER_GRAPH_LAUNCHES"].append((corr, stream))
         return corr
+
+    def graph_edges(self, nodes: list[int], edges: list[tuple[int, int]]) -> None:
+        """An instantiated graph's nodes (as captured) and its edges from -> to (TRACER_GRAPH_EDGES)."""
+        self.tables["TRACER_GRAPH_EDGES"].extend([(n, n) for n in nodes] + edges)
 
     def record(self, stream: int, *, device: int = 0, tid: int | None = None) -> int:
         """cudaEventRecord; returns the event key (its eventSyncId)."""
@@ -222,7 +246,9 @@ NAMES = ("cast_transpose", "dgrad", "wgrad", "amax_update")
 
 
 def generate(kernels: int, ranges: int, waits: int, streams: int = 4, host_syncs: int = 0, memory: bool = False,
-             allocations: int = 100_000, seed: int = 0, races: float = 0.01) -> TraceBuilder:
+             allocations: int = 100_000, seed: int = 0, races: float = 0.01, copies: int = 0) -> TraceBuilder:
+    """copies: that many copies and memsets (one in three a memset) among the kernels, each in the
+    op of the kernel before it (so with --memory it has that op's access set)."""
     rnd = random.Random(seed)
     b = TraceBuilder()
     main, sides = STREAMS[0], STREAMS[1:streams]
@@ -249,6 +275,9 @@ def generate(kernels: int, ranges: int, waits: int, streams: int = 4, host_syncs
                 mem.new_range(stream)
         op = mem.kernel(i % per_range, per_range) if mem else None
         b.launch(stream, "cast_transpose" if i % 2 else "nvjet_sm90_tst", rnd.randint(2_000, 20_000), op=op)
+        if copies and (i * copies) // kernels != ((i + 1) * copies) // kernels:
+            n = (i * copies) // kernels
+            b.copy(stream, 1 << 16, (1, 2, 8)[n % 3], op=op, memset=n % 3 == 2)
         if i % wait_every == wait_every - 1 and n_waits < waits:
             b.wait(sides[(i // wait_every) % len(sides)], b.record(main))
             n_waits += 1
@@ -308,10 +337,11 @@ def main() -> int:
     ap.add_argument("--memory", action="store_true", help="write TRACER_* memory tables (an op per kernel)")
     ap.add_argument("--allocations", type=int, default=100_000)
     ap.add_argument("--races", type=float, default=0.01, help="--memory: range changes of stream without a wait")
+    ap.add_argument("--copies", type=int, default=0, help="copies and memsets among the kernels (one in three a memset)")
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     b = generate(args.kernels, args.ranges, args.waits, args.streams, args.host_syncs, args.memory, args.allocations,
-                 args.seed, args.races)
+                 args.seed, args.races, args.copies)
     b.write(args.out, memory=args.memory)
     print(f"wrote {args.out}")
     return 0

@@ -207,7 +207,7 @@ def test_the_other_ranks_are_analysed_when_one_died(tmp_path: Path, capsys: pyte
     run = _gloo_rank0_with_killed_rank1(tmp_path / "run")
     ja = analyzed(run)
     assert [(p.label, p.outcome) for p in ja.job.processes] == [("rank 0", Outcome.COMPLETE), ("rank 1", Outcome.NO_TRACE)]
-    assert ja.analyses[0] is not None and len(ja.analyses[0].trace.kernels) == 71 and ja.analyses[1] is None
+    assert ja.analyses[0] is not None and ja.analyses[0].to_json()["kernels"] == 71 and ja.analyses[1] is None
     assert [r.process for r in ja.summary.ranks] == ["rank 0"]
     assert main(["trace", "analyze", str(run)]) == 0
     out = capsys.readouterr().out

@@ -29,8 +29,9 @@ def planted():  # type: ignore[no-untyped-def]
 def test_timeline_data_lanes_bars_and_arrows(planted) -> None:  # type: ignore[no-untyped-def]
     d = timeline_data(planted, window=(0, float("inf")))
     assert [(l.device, l.stream) for l in d.lanes] == [(0, 7), (0, 13)]
-    assert [l.kernels for l in d.lanes] == [2536, 4] and not any(l.aggregated for l in d.lanes)
-    assert [l.label for l in d.lanes] == ["GPU0 stream 7 (2,536 kernels)", "GPU0 stream 13 (4 kernels)"]
+    # lanes draw every GPU operation: the main stream's 2,536 kernels and 218 copies and memsets
+    assert [l.kernels for l in d.lanes] == [2754, 4] and not any(l.aggregated for l in d.lanes)
+    assert [l.label for l in d.lanes] == ["GPU0 stream 7 (2,754 operations)", "GPU0 stream 13 (4 kernels)"]
     side = d.lanes[1]
     assert [d.categories[c] for c in side.category] == ["dgrad"] * 4
     assert all(n.startswith("nvjet_sm90") for n in side.names)
@@ -55,7 +56,7 @@ def test_range_and_window_filters(planted) -> None:  # type: ignore[no-untyped-d
 def test_figure_artists(planted) -> None:  # type: ignore[no-untyped-def]
     fig = draw_timeline(timeline_data(planted, range_regex="^step1/"))
     ax = fig.axes[0]
-    assert [t.get_text() for t in ax.get_yticklabels()][-2:] == ["GPU0 stream 7 (1,228 kernels)", "GPU0 stream 13 (2 kernels)"]
+    assert [t.get_text() for t in ax.get_yticklabels()][-2:] == ["GPU0 stream 7 (1,336 operations)", "GPU0 stream 13 (2 kernels)"]
     arrows = [a for a in ax.texts if getattr(a, "arrow_patch", None) is not None]
     reds = [a for a in arrows if matplotlib.colors.to_hex(a.arrow_patch.get_edgecolor()) == "#d62728"]
     assert len(reds) == 2 and len(arrows) == 4
@@ -133,6 +134,8 @@ def test_perfetto_export(tmp_path: Path, planted) -> None:  # type: ignore[no-un
     ev = data["traceEvents"]
     kernels = [e for e in ev if e.get("cat") == "kernel"]
     assert len(kernels) == 2540 and {e["tid"] for e in kernels} == {7, 13}
+    copies = [e for e in ev if e.get("cat") in ("memcpy", "memset")]
+    assert len(copies) == 218 and {e["tid"] for e in copies} == {7} and copies[0]["name"].startswith("[mem")
     assert {e["args"]["name"] for e in ev if e.get("name") == "thread_name"} == {"stream 7", "stream 13"}
     flows = [e for e in ev if e.get("cat") == "event"]
     assert len(flows) == 8 and {e["ph"] for e in flows} == {"s", "f"}
@@ -151,7 +154,7 @@ def test_demo_runs_without_gpu(tmp_path: Path, capsys: pytest.CaptureFixture[str
 def test_nsys_fixture_timeline(tmp_path: Path) -> None:
     a = analyze(load_trace(shared_fixture("nsys", "h100_2gpu_1s.sqlite")))
     d = timeline_data(a)
-    assert [l.kernels for l in d.lanes] == [1721, 1721] and len(d.range_lanes) >= 2
+    assert [l.kernels for l in d.lanes] == [1721 + 463, 1721 + 463] and len(d.range_lanes) >= 2  # kernels and copies
     save(draw_timeline(d), tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 10_000
 
@@ -162,6 +165,6 @@ def test_perfetto_rebases_a_trace_without_nvtx(name: str) -> None:
 
     a = analyze(load_trace(shared_fixture("nsys", name)))
     assert len(a.trace.ranges.start) == 0 and len(a.trace.kernels) > 0
-    ts = [e["ts"] for e in perfetto_events(a) if e.get("cat") == "kernel"]
+    ts = [e["ts"] for e in perfetto_events(a) if e.get("cat") in ("kernel", "memcpy", "memset")]
     span = (int(a.trace.kernels.end.max()) - int(a.trace.kernels.start.min())) / 1e3
-    assert min(ts) == 0 and max(ts) <= span  # microseconds from the first kernel, not from the clock's origin
+    assert min(ts) == 0 and max(ts) <= span  # microseconds from the first GPU operation, not from the clock's origin

@@ -27,18 +27,24 @@ def analysis():  # type: ignore[no-untyped-def]
 class TestH100TwoGpu:
     def test_counts(self, analysis) -> None:  # type: ignore[no-untyped-def]
         t = analysis.trace
-        assert len(t.kernels) == 3442 and len(t.ranges.start) == 16782
-        assert [(s.device, s.raw_stream, s.kernels) for s in analysis.streams] == [(0, 7, 1721), (1, 15, 1721)]
+        assert analysis.to_json()["operations"] == {"kernel": 3442, "memcpy": 904, "memset": 22}
+        assert len(t.kernels) == 3442 + 904 + 22 and len(t.ranges.start) == 16782
+        assert [(s.device, s.raw_stream, s.kernels, s.operations) for s in analysis.streams] == [(0, 7, 1721, 2184),
+                                                                                                 (1, 15, 1721, 2184)]
         assert t.multi_process and [s.pid for s in analysis.streams] == list(t.processes)  # one rank per GPU
         kinds = [y.kind for y in t.syncs]
         assert kinds.count(SyncKind.WAIT) == 236 and kinds.count(SyncKind.STREAM) == 8
         assert t.producer.startswith("nsys 2026.2.1.210 schema 3.25.0")
 
     def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:  # type: ignore[no-untyped-def]
-        # 1,810 by SQL joining on (process, correlationId); joined on correlationId alone, 11 kernels
-        # would take the launch call of the other process
-        assert analysis.attribution.no_launch_record == 1810
-        assert analysis.attribution.unattributed >= 1810
+        # kernels: 1,810 by SQL joining on (process, correlationId); joined on correlationId alone, 11
+        # kernels would take the launch call of the other process. Copies lack theirs too.
+        no_record = analysis.attribution.rule == analysis.attribution.rule.max()  # rule 'none'
+        kernels = analysis.trace.kernels.kinds() == 0
+        assert int((no_record & kernels).sum()) == 1810
+        copies = int((no_record & ~kernels).sum())
+        assert analysis.attribution.no_launch_record == 1810 + copies
+        assert analysis.attribution.unattributed >= 1810 + copies
         assert analysis.to_json()["kernels"] == 3442
 
     def test_waits_without_event_records_are_reported(self, analysis) -> None:  # type: ignore[no-untyped-def]
@@ -77,7 +83,8 @@ class TestNsysFixtures:
 
     def test_torch_small(self) -> None:
         a = analyze(load_trace(shared_fixture("nsys", "torch_small.sqlite")), all_kernel_pairs=True)
-        assert len(a.trace.kernels) == 2 and len(a.streams) == 1 and a.attribution.no_launch_record == 0
+        assert a.to_json()["operations"] == {"kernel": 2, "memcpy": 1, "memset": 0}
+        assert len(a.streams) == 1 and a.attribution.no_launch_record == 0
 
 
 class TestKineto:
@@ -85,11 +92,12 @@ class TestKineto:
         a = analyze(load_trace(shared_fixture("kineto", "event_sync_multi_stream.json.gz")), all_kernel_pairs=True)
         assert [s.stream for s in a.streams] == [20, 24, 28]
         edge = [p for p in a.pairs if p.verdict is Verdict.EVENT_ORDERED]
-        assert len(edge) == 1
-        e = edge[0].edge
-        assert (edge[0].producer_stream, edge[0].consumer_stream) == (20, 24)
-        assert (e.record_stream, e.record_corr, e.wait_stream, e.wait_corr) == (20, 1385, 24, 1389)
-        assert a.pair_counts == {"same-stream": 0, "event-ordered": 1, "host-synchronized": 2, "unordered": 0}
+        assert sorted(p.consumer_op for p in edge) == ["kernel", "memset"]  # the memset is ordered by the same wait
+        for p in edge:
+            e = p.edge
+            assert (p.producer_stream, p.consumer_stream, p.producer_op) == (20, 24, "kernel")
+            assert (e.record_stream, e.record_corr, e.wait_stream, e.wait_corr) == (20, 1385, 24, 1389)
+        assert a.pair_counts == {"same-stream": 0, "event-ordered": 2, "host-synchronized": 4, "unordered": 0}
 
     def test_event_stream_and_context_syncs(self) -> None:
         t = load_trace(shared_fixture("kineto", "event_sync.json.gz"))

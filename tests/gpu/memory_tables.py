@@ -20,6 +20,14 @@ EXPECTED: dict[str, frozenset[str]] = {
     "compiled_no_wait": frozenset({"RAW"}), "graph_no_wait": frozenset({"RAW"}),
 }
 MAY = {"cuda_core_no_wait", "triton_no_wait", "compiled_no_wait"}
+# Issue #26's programs (copies, memsets, CUDA graphs): judged by the analysis itself, the hazard kinds it
+# must report and nothing else, each race found in every iteration or replay (`per`: how many times)
+OPS_EXPECTED: dict[str, dict[str, int]] = {
+    "ops_h2d_no_wait": {"RAW": 2}, "ops_h2d_wait_stream": {}, "ops_prefetch": {}, "ops_d2d_no_wait": {"RAW": 2},
+    "ops_zero_war": {"WAR": 2}, "ops_d2h_pinned_waw": {"WAW": 1}, "ops_driver_copies": {"RAW": 3, "WAR": 1},
+    "ops_graph_branches": {"RAW": 3}, "ops_graph_edge": {}, "ops_graph_written_stream": {"RAW": 2},
+}
+OPS_MAY = {"ops_driver_copies": 1}  # the pitched 2D copy: its rows' gaps are counted in
 
 
 class Access(NamedTuple):

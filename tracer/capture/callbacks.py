@@ -1,6 +1,8 @@
 """CUPTI callback API for `--memory`: kernel launches outside any recorded op (their pointer-sized
-arguments), event records, event/stream queries that returned success, and the CUDA graph nodes
-launches make while their stream is captured (and the clones instantiation makes of them).
+arguments), copy and memset calls outside any op (their byte ranges: docs/operations.md), event
+records, event/stream queries that returned success, the CUDA graph nodes launches and copies make
+while their stream is captured (and the clones instantiation makes of them), the nodes and edges of
+each instantiated graph, and the stream each graph launch goes to.
 
 Layouts (CUPTI and driver headers; checked on an H200 with cupti-python 13.0): CUpti_CallbackData
 has functionParams at +16 and functionReturnValue at +24; cuLaunchKernel_params: f +0,
@@ -22,7 +24,9 @@ from collections.abc import Callable
 from typing import Any
 
 from tracer.capture.memory import MemoryRecorder
-from tracer.capture.records import HostQueryKind, HostQueryRec
+from tracer.capture.records import HostQueryKind, HostQueryRec, Mode
+
+READ, WRITE = Mode.READ, Mode.WRITE
 
 LAUNCH = {"cuLaunchKernel": False, "cuLaunchKernel_ptsz": False, "cuLaunchKernelEx": True, "cuLaunchKernelEx_ptsz": True}
 EVENT_RECORD = ("cuEventRecord", "cuEventRecord_ptsz", "cuEventRecordWithFlags", "cuEventRecordWithFlags_ptsz",
@@ -30,6 +34,28 @@ EVENT_RECORD = ("cuEventRecord", "cuEventRecord_ptsz", "cuEventRecordWithFlags",
 EVENT_QUERY = ("cuEventQuery", "cudaEventQuery")
 STREAM_QUERY = ("cuStreamQuery", "cuStreamQuery_ptsz", "cudaStreamQuery", "cudaStreamQuery_ptsz")
 GRAPH_NODE = ("GRAPHNODE_CREATED", "GRAPHNODE_CLONED")  # resource callbacks, with the launch role
+GRAPH_EXEC = "GRAPHEXEC_CREATED"  # resource callback: the instantiated graph's nodes and edges are read then
+GRAPH_LAUNCH = ("cuGraphLaunch", "cuGraphLaunch_ptsz")  # params: hGraphExec +0, hStream +8
+# Copy and memset APIs (named as api_name gives them: cuMemcpyHtoD_v2 is cuMemcpyHtoD) and where their
+# params structs hold the bytes: 1D copies (runtime and driver, async or not: dst +0, src +8, count
+# +16); peer copies (dst +0, src +16, count +32); memsets (dst +0, count +16; the driver's D16/D32
+# count elements); 2D (runtime: dst +0, dpitch +8, src +16, spitch +24, width +32, height +40;
+# driver: a CUDA_MEMCPY2D pointer at +0).
+COPY_1D = ("cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpy_ptds", "cudaMemcpyAsync_ptsz", "cuMemcpy", "cuMemcpyAsync",
+           "cuMemcpy_ptds", "cuMemcpyAsync_ptsz", "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuMemcpyDtoH",
+           "cuMemcpyDtoHAsync", "cuMemcpyDtoD", "cuMemcpyDtoDAsync", "cuMemcpyHtoD_v2_ptds",
+           "cuMemcpyHtoDAsync_v2_ptsz", "cuMemcpyDtoH_v2_ptds", "cuMemcpyDtoHAsync_v2_ptsz", "cuMemcpyDtoD_v2_ptds",
+           "cuMemcpyDtoDAsync_v2_ptsz")
+COPY_PEER = ("cudaMemcpyPeer", "cudaMemcpyPeerAsync", "cuMemcpyPeer", "cuMemcpyPeerAsync", "cuMemcpyPeer_ptds",
+             "cuMemcpyPeerAsync_ptsz")
+COPY_2D_RUNTIME = ("cudaMemcpy2D", "cudaMemcpy2DAsync", "cudaMemcpy2D_ptds", "cudaMemcpy2DAsync_ptsz")
+COPY_2D_DRIVER = ("cuMemcpy2D", "cuMemcpy2DAsync", "cuMemcpy2DUnaligned", "cuMemcpy2D_v2_ptds",
+                  "cuMemcpy2DAsync_v2_ptsz", "cuMemcpy2DUnaligned_v2_ptds")
+MEMSET = {"cudaMemset": 1, "cudaMemsetAsync": 1, "cudaMemset_ptds": 1, "cudaMemsetAsync_ptsz": 1, "cuMemsetD8": 1,
+          "cuMemsetD8Async": 1, "cuMemsetD16": 2, "cuMemsetD16Async": 2, "cuMemsetD32": 4, "cuMemsetD32Async": 4,
+          "cuMemsetD8_v2_ptds": 1, "cuMemsetD8Async_ptsz": 1, "cuMemsetD16_v2_ptds": 2, "cuMemsetD16Async_ptsz": 2,
+          "cuMemsetD32_v2_ptds": 4, "cuMemsetD32Async_ptsz": 4}
+COPY_APIS = COPY_1D + COPY_PEER + COPY_2D_RUNTIME + COPY_2D_DRIVER + tuple(MEMSET)
 MAX_PARAMS = 1024
 MAX_PARAM_BYTES = 32768  # CUDA's kernel parameter limit (32764 bytes)
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -148,7 +174,38 @@ def walk_layouts(attempts: list[tuple[str, Callable[[int], tuple]]], ok: int, pa
     return None, "; ".join(reasons) or "no parameter info"
 
 
-ROLE_APIS = {"launch": tuple(LAUNCH), "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
+ROLE_APIS = {"launch": tuple(LAUNCH) + COPY_APIS + GRAPH_LAUNCH, "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
+Access = tuple[int, int, int, int, str]  # (address, bytes, mode, exact, label)
+
+
+def pitched(address: int, pitch: int, width: int, height: int, mode: int, label: str) -> Access:
+    """A 2D region as the one byte range that holds it: exact when its rows are contiguous, else the
+    gaps between rows are counted in (exact 0: a hazard found there is a `may`)."""
+    if height <= 1 or pitch == width:
+        return address, width * max(height, 1), mode, 1, label
+    return address, pitch * (height - 1) + width, mode, 0, label
+
+
+def copy_accesses(name: str, params: int) -> list[Access]:
+    """What a copy or memset API call reads and writes, from its params struct."""
+    if name in MEMSET:
+        return [(u64(params), u64(params + 16) * MEMSET[name], WRITE, 1, "dst")]
+    if name in COPY_2D_RUNTIME:
+        dst, dpitch, src, spitch, width, height = (u64(params + 8 * i) for i in range(6))
+        return [pitched(src, spitch, width, height, READ, "src"), pitched(dst, dpitch, width, height, WRITE, "dst")]
+    if name in COPY_2D_DRIVER:
+        c = u64(params)  # CUDA_MEMCPY2D: srcXInBytes, srcY, srcMemoryType, srcHost, srcDevice, srcArray, srcPitch, dst...
+        out = []
+        for base, mode, label in ((c, READ, "src"), (c + 56, WRITE, "dst")):
+            x, y, kind, host, dev, pitch = u64(base), u64(base + 8), i32(base + 16), u64(base + 24), u64(base + 32), u64(base + 48)
+            if kind == 3:  # CU_MEMORYTYPE_ARRAY: not a linear range
+                continue
+            ptr = host if kind == 1 else dev  # CU_MEMORYTYPE_HOST; DEVICE and UNIFIED use the device pointer
+            out.append(pitched(ptr + y * pitch + x, pitch, u64(c + 112), u64(c + 120), mode, label))
+        return out
+    src_at, n_at = (16, 32) if name in COPY_PEER else (8, 16)
+    n = u64(params + n_at)
+    return [(u64(params + src_at), n, READ, 1, "src"), (u64(params), n, WRITE, 1, "dst")]
 
 
 class ApiCallbacks:
@@ -173,6 +230,7 @@ class ApiCallbacks:
                 self.roles[(domain, cbid)] = (self._role(name), name)
         if any(name in LAUNCH for name in self.wanted):
             self._graph_roles()
+        self.last_copy = 0  # the copy call being recorded: a runtime copy arrives again as its driver call
         self.subscriber = c.subscribe(self.callback, None)
         for domain, cbid in self.roles:
             try:
@@ -185,6 +243,8 @@ class ApiCallbacks:
             resource, ids = int(self.cupti.CallbackDomain.RESOURCE), self.cupti.CallbackIdResource
             for name in GRAPH_NODE:
                 self.roles[(resource, int(getattr(ids, name)))] = ("graph", name)
+            if hasattr(ids, GRAPH_EXEC):  # else graphs' edges stay unknown: their branches are counted as not judged
+                self.roles[(resource, int(getattr(ids, GRAPH_EXEC)))] = ("graph_exec", GRAPH_EXEC)
         except Exception as exc:  # a binding without resource callbacks: graph replays stay without memory sets
             self.rec.count_error("graph_callbacks", exc)
 
@@ -194,6 +254,10 @@ class ApiCallbacks:
             return "launch_ex" if LAUNCH[name] else "launch"
         if name in EVENT_RECORD:
             return "record"
+        if name in COPY_APIS:
+            return "copy"
+        if name in GRAPH_LAUNCH:
+            return "graph_launch"
         return "event_query" if name in EVENT_QUERY else "stream_query"
 
     def unsubscribe(self) -> None:
@@ -217,6 +281,12 @@ class ApiCallbacks:
                 self.on_record(cbdata)
             elif role == "graph":
                 self.on_graph_node(name, cbdata)
+            elif role == "copy":
+                self.on_copy(name, cbdata)
+            elif role == "graph_launch":
+                self.on_graph_launch(name, cbdata)
+            elif role == "graph_exec":
+                self.on_graph_exec(cbdata)
             else:
                 self.on_query(role, name, cbdata)
         except Exception as exc:  # never into the program
@@ -234,6 +304,39 @@ class ApiCallbacks:
             self.rec.graph_node(node, -1, int(c.get_graph_node_id(g.original_node)))
         elif self.rec.tls.launch:
             self.rec.graph_node(node, self.rec.tls.launch, -1)
+
+    def on_copy(self, name: str, cbdata: Any) -> None:
+        """A copy or memset: a graph node it makes (into a capturing stream) is tied to it, as a
+        launch's is; outside any recorded op its own arguments say what it touches (inside one, the
+        op's tensors do)."""
+        tls = self.rec.tls
+        if cbdata.callback_site != ENTER:
+            tls.launch = 0
+            return
+        corr = cbdata.correlation_id
+        tls.launch = corr
+        if tls.depth or corr == self.last_copy:
+            return
+        self.last_copy = corr
+        self.rec.copy_args(corr, name, copy_accesses(name, u64(int(cbdata.ptr) + 16)))
+
+    def on_graph_launch(self, name: str, cbdata: Any) -> None:
+        if cbdata.callback_site == ENTER:
+            params = u64(int(cbdata.ptr) + 16)
+            self.rec.graph_launch(cbdata.correlation_id, self._stream_id(cbdata, u64(params + 8), name))
+
+    def on_graph_exec(self, cbdata: Any) -> None:
+        """An instantiated graph: its nodes and edges (original node ids; a graph launch's
+        operations carry clones of them), so its branches are judged against its own edges."""
+        c = self.cupti
+        g = c.GraphData.from_ptr(int(cbdata.resource_descriptor))
+        found = graph_structure(int(g.graph))
+        if found is None:
+            self.rec.counters["graph_edges_unreadable"] += 1
+            return
+        nodes, edges = found
+        ids = {h: int(c.get_graph_node_id(h)) for h in nodes}
+        self.rec.graph_edges([(ids[h], ids[h]) for h in nodes] + [(ids[a], ids[b]) for a, b in edges if a in ids and b in ids])
 
     def on_launch(self, ex: bool, cbdata: Any) -> None:
         params = u64(int(cbdata.ptr) + 16)
@@ -289,3 +392,33 @@ class ApiCallbacks:
         except Exception as exc:
             self.rec.count_error("stream_id", exc)
             return -1
+
+
+_LIBCUDA: list[Any] = []
+
+
+def graph_structure(graph: int) -> tuple[list[int], list[tuple[int, int]]] | None:
+    """(node handles, edges from -> to) of a CUgraph through the driver (cuGraphGetNodes,
+    cuGraphGetEdges_v2 or the older cuGraphGetEdges); None when they cannot be read."""
+    if not _LIBCUDA:
+        _LIBCUDA.append(ctypes.CDLL("libcuda.so.1"))
+    cuda = _LIBCUDA[0]
+    handle = ctypes.c_void_p(graph)
+    n = ctypes.c_size_t(0)
+    if cuda.cuGraphGetNodes(handle, None, ctypes.byref(n)) != 0:
+        return None
+    nodes = (ctypes.c_uint64 * max(n.value, 1))()
+    if cuda.cuGraphGetNodes(handle, nodes, ctypes.byref(n)) != 0:
+        return None
+    v2 = getattr(cuda, "cuGraphGetEdges_v2", None)
+
+    def edges(a: Any, b: Any, count: Any) -> int:
+        return v2(handle, a, b, None, count) if v2 is not None else cuda.cuGraphGetEdges(handle, a, b, count)
+
+    m = ctypes.c_size_t(0)
+    if edges(None, None, ctypes.byref(m)) != 0:
+        return None
+    a, b = (ctypes.c_uint64 * max(m.value, 1))(), (ctypes.c_uint64 * max(m.value, 1))()
+    if m.value and edges(a, b, ctypes.byref(m)) != 0:
+        return None
+    return list(nodes[:n.value]), list(zip(a[:m.value], b[:m.value]))

@@ -127,13 +127,14 @@ class Collector:
         if a.start < self.min_ts:
             return
         self.rec.memcpys.append(MemcpyRec(a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                          a.bytes, int(a.copy_kind), int(a.src_kind), int(a.dst_kind)))
+                                          a.bytes, int(a.copy_kind), int(a.src_kind), int(a.dst_kind),
+                                          int(getattr(a, "graph_node_id", 0) or 0)))
 
     def _memset(self, a: Any) -> None:
         if a.start < self.min_ts:
             return
         self.rec.memsets.append(MemsetRec(a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                          a.value, a.bytes))
+                                          a.value, a.bytes, int(getattr(a, "graph_node_id", 0) or 0)))
 
     def _marker(self, a: Any) -> None:
         if a.timestamp < self.min_ts:

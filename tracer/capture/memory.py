@@ -42,6 +42,7 @@ class PendingAccess(NamedTuple):
     mode: int
     label: str
     time: int
+    exact: int = 1
 
 
 class LaunchWords(NamedTuple):
@@ -92,6 +93,8 @@ class MemoryRecorder:
         self.event_records: dict[int, int] = {}  # event handle -> correlation id of its last record
         self.launch_unknown: list[LaunchUnknownRec] = []
         self.graph_nodes: list[GraphNodeRec] = []
+        self.graph_launches: list[tuple[int, int]] = []
+        self.edges: list[tuple[int, int]] = []
         self.errors: dict[str, tuple[int, str]] = {}
         self.counters: Counter[str] = Counter()
         self.mode: object = None  # the TorchDispatchMode, once torch is imported
@@ -150,6 +153,20 @@ class MemoryRecorder:
             self.launches.append(LaunchWords(oid, now, kept))
         return oid
 
+    def copy_args(self, correlation_id: int, name: str, accesses: Iterable[tuple[int, int, int, int, str]]) -> int:
+        """A copy or memset API call outside any op (kind 4): (address, bytes, mode, exact, label)
+        from its own arguments, their allocations looked up at finish."""
+        oid, now = next(self.ids), self.clock()
+        self.ops.append(OpRec(oid, OpKind.COPY_ARGS, name, self.thread_id(), now, now, -1, -1, correlation_id, None))
+        self.pending.extend(PendingAccess(oid, a, n, m, label, now, exact) for a, n, m, exact, label in accesses if n > 0)
+        return oid
+
+    def graph_launch(self, correlation_id: int, stream_id: int) -> None:
+        self.graph_launches.append((correlation_id, stream_id))
+
+    def graph_edges(self, edges: list[tuple[int, int]]) -> None:
+        self.edges.extend(edges)
+
     def unknown_launch(self, correlation_id: int, name: str, reason: str) -> None:
         self.launch_unknown.append(LaunchUnknownRec(correlation_id, name, reason))
 
@@ -204,7 +221,8 @@ class MemoryRecorder:
         accesses = list(self.accesses)
         for p in self.pending:
             found = index.find(p.address, p.time)
-            accesses.append(AccessRec(p.op_id, p.address, p.bytes, p.mode, 1, found.id if found else -1, p.label))
+            inside = found is not None and p.address + p.bytes <= found.address + found.bytes  # else it crosses into the next
+            accesses.append(AccessRec(p.op_id, p.address, p.bytes, p.mode, p.exact, found.id if inside else -1, p.label))
         for launch in self.launches:
             accesses.extend(launch_accesses(launch, index))
         rec.memory = True
@@ -214,6 +232,8 @@ class MemoryRecorder:
         rec.host_queries = sorted(self.host_queries.values(), key=lambda q: q.start)
         rec.launch_unknown = list(self.launch_unknown)
         rec.graph_nodes = list(self.graph_nodes)
+        rec.graph_launches = [(c, s) for c, s in self.graph_launches if s >= 0]
+        rec.graph_edges = list(self.edges)
         for where, (n, first) in self.errors.items():
             rec.errors[f"memory_{where}"] = (n, first)
         rec.meta.update({f"TRACER_MEMORY_{k.upper()}": str(v) for k, v in sorted(self.counters.items())})

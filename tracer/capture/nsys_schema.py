@@ -47,9 +47,10 @@ TABLES = {
     "CUPTI_ACTIVITY_KIND_CUDA_EVENT": "timestamp INTEGER, deviceId INTEGER, contextId INTEGER, streamId INTEGER, "
     "correlationId INTEGER, globalPid INTEGER, eventId INTEGER, eventSyncId INTEGER",
     "CUPTI_ACTIVITY_KIND_MEMCPY": "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER, contextId INTEGER, "
-    "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER, srcKind INTEGER, dstKind INTEGER",
+    "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, bytes INTEGER, copyKind INTEGER, srcKind INTEGER, dstKind INTEGER, "
+    "graphNodeId INTEGER",
     "CUPTI_ACTIVITY_KIND_MEMSET": "start INTEGER NOT NULL, end INTEGER NOT NULL, deviceId INTEGER, contextId INTEGER, "
-    "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, value INTEGER, bytes INTEGER",
+    "streamId INTEGER, correlationId INTEGER, globalPid INTEGER, value INTEGER, bytes INTEGER, graphNodeId INTEGER",
     "NVTX_EVENTS": "start INTEGER NOT NULL, end INTEGER, eventType INTEGER NOT NULL, rangeId INTEGER, category INTEGER, "
     "color INTEGER, text TEXT, globalTid INTEGER, endGlobalTid INTEGER, textId INTEGER, domainId INTEGER",
     "TARGET_INFO_CUDA_STREAM": "streamId INTEGER NOT NULL, hwId INTEGER, vmId INTEGER, processId INTEGER, "
@@ -334,6 +335,8 @@ def memory_rows(rec: TraceRecords, s: Interner) -> dict[str, list[tuple]]:
                                   for u in (LaunchUnknownRec(*x) for x in rec.launch_unknown)],
         "TRACER_GRAPH_NODES": [(g.node_id, g.correlation_id, g.original_node_id)
                                for g in (GraphNodeRec(*x) for x in rec.graph_nodes)],
+        "TRACER_GRAPH_LAUNCHES": sorted(set(rec.graph_launches)),
+        "TRACER_GRAPH_EDGES": sorted(set(rec.graph_edges)),
     }
 
 

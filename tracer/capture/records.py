@@ -78,6 +78,7 @@ class MemcpyRec(NamedTuple):
     copy_kind: int
     src_kind: int
     dst_kind: int
+    graph_node_id: int = 0  # a copy node of a graph launch
 
 
 class MemsetRec(NamedTuple):
@@ -89,6 +90,7 @@ class MemsetRec(NamedTuple):
     correlation_id: int
     value: int
     bytes: int
+    graph_node_id: int = 0
 
 
 class MarkerRec(NamedTuple):
@@ -106,6 +108,7 @@ class OpKind:
     TORCH = 1  # a PyTorch dispatcher op (TorchDispatchMode)
     TRACER = 2  # tracer's own cuda.core launch: pointers and directions known
     LAUNCH_ARGS = 3  # any other launch: pointer-sized arguments matched against live allocations
+    COPY_ARGS = 4  # a copy or memset API call outside any op: its own arguments (src, dst, bytes, pitches)
 
 
 class Mode:
@@ -227,6 +230,8 @@ class TraceRecords:
     host_queries: list[HostQueryRec] = field(default_factory=list)
     launch_unknown: list[LaunchUnknownRec] = field(default_factory=list)
     graph_nodes: list[GraphNodeRec] = field(default_factory=list)
+    graph_launches: list[tuple[int, int]] = field(default_factory=list)  # (cuGraphLaunch correlation id, stream id)
+    graph_edges: list[tuple[int, int]] = field(default_factory=list)  # (from node id, to node id); (n, n): n's graph was read
     meta: dict[str, str] = field(default_factory=dict)  # extra META_DATA_EXPORT rows (capture counters)
 
     def take(self) -> TraceRecords:

@@ -25,6 +25,10 @@ from tracer.capture.records import AccessRec, Mode, OpKind, OpRec
 from tracer.capture.timing import Timing
 
 FRAME_SCAN = 24  # frames looked at for the first user frame
+# Ops that copy between host and device: their pinned host tensors take part (a non_blocking copy
+# from or into pinned memory runs while the host goes on; a D2H copy into it is a write of that range)
+HOST_COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize",
+                           "aten::index_put_", "aten::index_copy_"})
 NO_NODE = 2**63  # backward node sequence numbers at or above this (AccumulateGrad: 2**64-1) are not forward ops
 _TRACER_CAPTURE = os.path.dirname(os.path.abspath(__file__))
 _STDLIB = sysconfig.get_paths().get("stdlib", "\0")
@@ -101,7 +105,8 @@ class Extractor:
 
     def _tensor(self, found: dict, t: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
         if not (t.is_cuda if self.cuda_only else t.device.type in self.rec.devices):
-            return
+            if not (info.name in HOST_COPY_OPS and t.device.type == "cpu" and t.is_pinned()):
+                return
         try:
             span = 1
             for size, stride in zip(t.shape, t.stride()):

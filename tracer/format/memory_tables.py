@@ -17,4 +17,6 @@ MEMORY_TABLES: dict[str, str] = {
     "streamId INTEGER, start INTEGER NOT NULL, end INTEGER NOT NULL, globalTid INTEGER",
     "TRACER_LAUNCH_UNKNOWN": "correlationId INTEGER NOT NULL, nameId INTEGER, reason TEXT",
     "TRACER_GRAPH_NODES": "nodeId INTEGER NOT NULL, correlationId INTEGER, originalNodeId INTEGER",
+    "TRACER_GRAPH_LAUNCHES": "correlationId INTEGER NOT NULL, streamId INTEGER NOT NULL",
+    "TRACER_GRAPH_EDGES": "fromNodeId INTEGER NOT NULL, toNodeId INTEGER NOT NULL",
 }

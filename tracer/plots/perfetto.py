@@ -13,6 +13,7 @@ import numpy as np
 
 from tracer.store.atomic import write_text
 from tracer.trace.analyze import Analysis
+from tracer.trace.model import OP_KINDS
 from tracer.trace.timeline import event_edges
 
 if TYPE_CHECKING:
@@ -75,9 +76,11 @@ def perfetto_events(a: Analysis, tracks: Tracks | None = None) -> list[dict]:
     rng = a.attribution.range_of_kernel
     nvtx = strings[np.where(rng >= 0, t.ranges.text[np.maximum(rng, 0)] if len(t.ranges.text) else -1, -1)]
     names = strings[k.name]
+    cats = [kind.value for kind in OP_KINDS]
+    kinds = k.kinds().tolist()
     for i in range(len(k)):
         pid, tid = tr.gpu(int(k.device[i]), int(k.stream[i]))
-        ev.append({"ph": "X", "cat": "kernel", "name": names[i], "pid": pid, "tid": tid, "ts": (int(k.start[i]) - t0) / 1e3,
+        ev.append({"ph": "X", "cat": cats[kinds[i]], "name": names[i], "pid": pid, "tid": tid, "ts": (int(k.start[i]) - t0) / 1e3,
                    "dur": (int(k.end[i]) - int(k.start[i])) / 1e3, "args": {"correlation": int(k.corr[i]), "nvtx": nvtx[i]}})
     r = t.ranges
     for i in range(len(r.start)):

@@ -17,7 +17,7 @@ from tracer.trace.job_summary import JobAnalysis
 from tracer.trace.model import Trace
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
-from tracer.trace.text import counts_text, edge_text
+from tracer.trace.text import counts_text, edge_text, operations_text
 
 MAX_FINDINGS_PER_RUN = 20
 
@@ -35,13 +35,15 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
     if run.environment is not None:
         rep.add_text(f"environment ({name})", json.dumps(run.environment, indent=1))
     add_verdicts(rep, name, a)
-    rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "busy (ms)", "idle (ms)", "max gap (ms)"],
-                  [[s.device, s.label if s.raw_stream is not None else s.stream, s.kernels, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
+    if a.hazards is not None:  # what was judged and what was not, one line per kind left unjudged
+        rep.add_text(f"hazards: {name}", "\n".join(a.hazards.text_lines()))
+    rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "operations", "busy (ms)", "idle (ms)", "max gap (ms)"],
+                  [[s.device, s.label if s.raw_stream is not None else s.stream, s.kernels, s.operations, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
                     f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
     rep.add_table(f"kernels with the most GPU time: {name}", ["kernel", "launches", "total (ms)"],
                   [[k, n, f"{ns / 1e6:.3f}"] for k, n, ns in top_kernels(a.trace)])
     rep.add_figure(f"stream timeline: {name}", draw_timeline(timeline_data(a, range_regex=timeline_range)),
-                   f"{len(a.trace.kernels)} kernels; {a.attribution.unattributed} unattributed; "
+                   f"{operations_text(a.trace)}; {a.attribution.unattributed} unattributed; "
                    f"pairs: {counts_text(a.pair_counts)}")
 
 

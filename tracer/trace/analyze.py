@@ -12,8 +12,9 @@ import numpy as np
 
 from tracer.errors import UsageError
 from tracer.trace.attribution import Attribution, attribute
+from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
-from tracer.trace.model import Trace, process_index
+from tracer.trace.model import OP_KINDS, Trace, process_index, with_operations
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 from tracer.trace.selection import require_matches
@@ -32,11 +33,12 @@ PAIRS_BY_MEMORY_NOTE = ("pairs not judged by default: the trace has memory acces
 class StreamStats:
     device: int
     stream: int  # the trace-unique stream key (tracer.trace.model); the raw id in a one-process trace
-    kernels: int
-    busy_ns: int
+    kernels: int  # kernels only
+    busy_ns: int  # busy, idle, span and gaps: of every GPU operation on the stream
     idle_ns: int
     span_ns: int
     max_gap_ns: int
+    operations: int = 0  # kernels, copies and memsets
     pid: int = -1  # the process (-1: unknown)
     raw_stream: int | None = None  # the process's own stream id (None: the same as stream)
 
@@ -75,6 +77,8 @@ class PairVerdict:
     consumer_rule: str = "none"
     producer_index: int = -1  # the two kernels' indices in trace.kernels (-1: not known); not in the JSON
     consumer_index: int = -1
+    producer_op: str = "kernel"  # which kind of GPU operation each side is (model.OpKind)
+    consumer_op: str = "kernel"
 
     def to_json(self, trace: Trace | None = None) -> dict[str, object]:
         """With the trace, streams are the processes' own ids plus their pids when it holds several."""
@@ -87,7 +91,8 @@ class PairVerdict:
         return {"producer": self.producer, "consumer": self.consumer, **streams, "verdict": self.verdict.value,
                 "edge": edge, "gap_ns": self.gap_ns,
                 "producer_kernel": self.producer_kernel, "consumer_kernel": self.consumer_kernel,
-                "producer_rule": self.producer_rule, "consumer_rule": self.consumer_rule}
+                "producer_rule": self.producer_rule, "consumer_rule": self.consumer_rule,
+                "producer_op": self.producer_op, "consumer_op": self.consumer_op}
 
 
 def edge_json(trace: Trace, edge: Edge | None) -> dict[str, object] | None:
@@ -112,13 +117,16 @@ class Analysis:
     pair_spec: PairSpec
     hazards: Hazards | None = None  # None: switched off (--no-hazards)
     notes: tuple[str, ...] = field(default=())
+    graphs: GraphReplays = field(default_factory=GraphReplays)
 
     def to_json(self) -> dict[str, object]:
         t = self.trace
         listed = [p for p in self.pairs if p.verdict is Verdict.UNORDERED][:MAX_LISTED_PAIRS]
         listed += [p for p in self.pairs if p.verdict is not Verdict.UNORDERED][: max(0, MAX_LISTED_PAIRS - len(listed))]
         return {
-            "source": t.source, "producer": t.producer, "kernels": len(t.kernels),
+            "source": t.source, "producer": t.producer, "kernels": int((t.kernels.kinds() == 0).sum()),
+            "operations": {kind.value: int((t.kernels.kinds() == i).sum()) for i, kind in enumerate(OP_KINDS)},
+            "graph_launches": self.graphs.to_json(),
             "streams": [s.to_json() for s in self.streams],
             "unattributed": self.attribution.unattributed, "no_launch_record": self.attribution.no_launch_record,
             "attribution_rules": self.attribution.rule_counts(),
@@ -166,6 +174,10 @@ class Analysis:
         if rules["forward-op"] or rules["backward-caller"]:
             lines.append("attribution: " + ", ".join(f"{k} {v}" for k, v in rules.items()))
         lines += [f"note: {n}" for n in self.notes]
+        guessed = self.graphs.launches - self.graphs.stream_recorded
+        if guessed:
+            lines.append(f"note: {guessed} CUDA graph launch(es) ordered on the stream of their first operation (the trace "
+                         "does not say which stream they were launched on; `trace run --memory` records it)")
         if self.hazards is not None:
             lines += self.hazards.text_lines()
         return lines
@@ -186,8 +198,9 @@ def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
         span = int(end[-1] - start[0])
         idle = int(gaps.sum())
         o = trace.stream_origin(stream)
-        out.append(StreamStats(dev, stream, len(idx), span - idle, idle, span, int(gaps.max()) if len(gaps) else 0,
-                               o.pid, o.stream if trace.multi_process else None))
+        kernels = int((k.kinds()[idx] == 0).sum())
+        out.append(StreamStats(dev, stream, kernels, span - idle, idle, span, int(gaps.max()) if len(gaps) else 0,
+                               operations=len(idx), pid=o.pid, raw_stream=o.stream if trace.multi_process else None))
     return tuple(out)
 
 
@@ -278,7 +291,7 @@ def glob_pairs(trace: Trace, attr: Attribution, index: OrderingIndex, producer: 
         out.append(PairVerdict(_range_text(trace, int(prods.ranges[pi[n]])), _range_text(trace, int(cons.ranges[ci[n]])),
                                int(k.stream[pk]), int(k.stream[ck]), o.verdict, o.edge, int(c_gap[ci[n]] - p_gap[pi[n]]),
                                trace.kernel_name(pk), trace.kernel_name(ck), attr.rule_of(pk).value, attr.rule_of(ck).value,
-                               pk, ck))
+                               pk, ck, op_kind(trace, pk), op_kind(trace, ck)))
     return out
 
 
@@ -461,7 +474,12 @@ def _kernel_pair(trace: Trace, attr: Attribution, index: OrderingIndex, p: int, 
     k, o = trace.kernels, index.order(p, c)
     return PairVerdict(_range_name(trace, attr, p), _range_name(trace, attr, c), int(k.stream[p]), int(k.stream[c]),
                        o.verdict, o.edge, int(k.start[c] - k.end[p]), trace.kernel_name(p), trace.kernel_name(c),
-                       attr.rule_of(p).value, attr.rule_of(c).value, p, c)
+                       attr.rule_of(p).value, attr.rule_of(c).value, p, c, op_kind(trace, p), op_kind(trace, c))
+
+
+def op_kind(trace: Trace, i: int) -> str:
+    op = trace.kernels.op
+    return OP_KINDS[int(op[i])].value if op is not None else "kernel"
 
 
 def _range_name(trace: Trace, attr: Attribution, kernel: int) -> str:
@@ -480,6 +498,7 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
         spec, notes = PairSpec(PairMode.NONE), (PAIRS_BY_MEMORY_NOTE,)
     elif spec.mode is PairMode.ALL and not memory:
         notes = (PAIRS_ALL_NOTE,)
+    trace, graphs, launches = on_launch_streams(with_operations(trace))
     attr = attribute(trace)
     index = OrderingIndex(trace, attr.launch_tid, attr.launch_start)
     found: list[PairVerdict] = []
@@ -491,9 +510,9 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
     if spec.mode is PairMode.GLOBS:
         require_matches(trace, attr, spec.globs, found, glob_regex)
         counts.update(Counter(p.verdict.value for p in found))
-    haz = find_hazards(trace, attr, index) if hazards else None
+    haz = find_hazards(trace, attr, index, launches) if hazards else None
     return Analysis(trace, stream_stats(trace), attr, tuple(found), counts, index.event_edges, index.unmatched_waits,
-                    spec, haz, notes)
+                    spec, haz, notes, graphs)
 
 
 def top_kernels(trace: Trace, n: int = 15) -> list[tuple[str, int, int]]:

@@ -21,8 +21,9 @@ from enum import Enum
 import numpy as np
 
 from tracer.trace.attribution import Attribution
+from tracer.trace.graphs import InternalPairs, Launches, internal_pairs
 from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
-from tracer.trace.model import Trace, expand_ranges, lex_search
+from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges, lex_search
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
 MAX_LISTED_HAZARDS = 200
@@ -30,6 +31,47 @@ NO_FRONTIER = np.iinfo(np.int64).min
 NO_MEMORY_NOTE = "hazards: the trace has no memory access sets (capture with `trace run --memory`); not checked"
 NSYS_NOTE = ("hazards: an Nsight Systems capture has no memory access sets, so no hazard can be judged from it "
              "(ordering only); capture with `trace run --backend cupti --memory`; not checked")
+
+
+class Covered(str, Enum):
+    """The kinds of GPU operation the hazard check accounts for, each seen and judged or not."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+    COLLECTIVE = "collective"  # NCCL kernels
+    GRAPH_INTERNAL = "graph-internal"  # operations of one CUDA graph launch, against each other
+    UNDECODED = "undecoded-launch"  # launches whose arguments could not be read (also among the kernels)
+
+
+COLLECTIVE_PREFIX = "nccl"
+WHY_NOT = {
+    Covered.KERNEL: "no memory access set (launched outside any recorded op, arguments not read)",
+    Covered.MEMCPY: "no memory access set (no torch op issued them and no copy API arguments were recorded)",
+    Covered.MEMSET: "no memory access set (no torch op issued them and no memset API arguments were recorded)",
+    Covered.COLLECTIVE: "no memory access set (no c10d op launched them)",
+    Covered.GRAPH_INTERNAL: "CUPTI ran them on more than one stream (parallel branches) and the graph's edges were "
+                            "not recorded (or the launch has more than 2,048 operations), so they are not judged "
+                            "against each other",
+    Covered.UNDECODED: "launch arguments could not be read",
+}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Coverage:
+    """How many operations of one kind the hazard check saw, judged, and left unjudged where it matters
+    (a device with more than one stream; any graph launch with parallel branches)."""
+
+    kind: Covered
+    seen: int
+    judged: int
+    unjudged: int
+
+    def to_json(self) -> dict[str, object]:
+        return {"kind": self.kind.value, "seen": self.seen, "judged": self.judged, "unjudged": self.unjudged}
+
+    def line(self) -> str:
+        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {WHY_NOT[self.kind]}; hazards unknown for them"
 
 
 class HazardKind(str, Enum):
@@ -111,6 +153,18 @@ class Hazards:
     unmatched_queries: int = 0
     graph_kernels: tuple[int, int] = (0, 0)  # kernels replayed from CUDA graphs, and those of them without a memory set
     note: str = NO_MEMORY_NOTE  # why not, without memory sets
+    coverage: tuple[Coverage, ...] = ()
+
+    @property
+    def not_judged(self) -> tuple[Coverage, ...]:
+        return tuple(c for c in self.coverage if c.unjudged)
+
+    def covered(self) -> str:
+        """What the count covers, e.g. 'judged 12 of 14 GPU operations (kernel 10/10, memcpy 1/3, memset 1/1)'."""
+        ops = [c for c in self.coverage if c.kind in (Covered.KERNEL, Covered.COLLECTIVE, Covered.MEMCPY, Covered.MEMSET)]
+        seen, judged = sum(c.seen for c in ops), sum(c.judged for c in ops)
+        parts = ", ".join(f"{c.kind.value} {c.judged}/{c.seen}" for c in ops if c.seen)
+        return f"judged {judged} of {seen} GPU operations ({parts or 'none'})"
 
     @property
     def found(self) -> int:
@@ -125,13 +179,16 @@ class Hazards:
                 "launch_unknown": [{"kernel": k, "count": n, "reason": r} for k, n, r in self.launch_unknown],
                 "host_queries": self.host_queries, "unmatched_host_queries": self.unmatched_queries,
                 "graph_kernels": {"replayed": self.graph_kernels[0], "without_memory": self.graph_kernels[1]},
+                "coverage": [c.to_json() for c in self.coverage], "covered": self.covered(),
+                "not_judged": [c.line() for c in self.not_judged],
                 "counts": dict(self.counts), "listed": [h.to_json() for h in self.listed]}
 
     def failures(self) -> list[str]:
         if not self.memory:
             return [f"hazards cannot be checked: {self.note.removeprefix('hazards: ').removesuffix('; not checked')}"]
         out = [f"{self.found} cross-stream memory hazard(s)"] if self.found else []
-        if self.unjudged:
+        out += [c.line() for c in self.not_judged if c.kind is not Covered.UNDECODED]
+        if self.unjudged and not self.coverage:
             out.append(f"{self.unjudged} kernel(s) on multi-stream devices have no memory access set: hazards unknown for them")
         return out
 
@@ -144,15 +201,11 @@ class Hazards:
         if not self.memory:
             return [self.note]
         c = dict(self.counts)
-        lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); "
-                 f"{self.kernels_with_memory} kernels with memory sets, {self.kernels_without_memory} without"]
-        if self.unjudged:
-            lines.append(f"warning: {self.unjudged} kernel(s) on multi-stream devices have no memory access set; "
-                         "hazards among them are unknown" + self._graph_note())
+        lines = [f"hazards: {self.found} ({', '.join(f'{k} {v}' for k, v in c.items())}); {self.covered()}"]
+        lines += [f"warning: {c.line()}" + (self._graph_note() if c.kind is Covered.KERNEL else "") for c in self.not_judged]
         if self.graph_kernels[0]:
-            lines.append(f"note: {self.graph_kernels[0]} kernel(s) replayed from CUDA graphs, judged with the ops recorded "
-                         "at capture; CUPTI puts a graph launch's kernels on its stream, parallel branches too, so "
-                         "kernels of one graph launch are not judged against each other")
+            lines.append(f"note: {self.graph_kernels[0]} operation(s) replayed from CUDA graphs, judged with the ops "
+                         "recorded at capture, each graph launch ordered on its launch stream")
         lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
         for h in self.listed[:shown]:
             may = " (may)" if h.may else ""
@@ -312,13 +365,44 @@ def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, fr
     found.ordered_c.append(c[conflict])
 
 
-def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazards:
+def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branched: np.ndarray) -> tuple[Coverage, ...]:
+    """Every kind of operation seen, judged (has a memory set) and unjudged where that matters.
+    branched: per operation, whether it belongs to a graph launch whose internal pairs are not judged."""
+    kinds = trace.kernels.kinds()
+    blind = _unjudged(index, with_memory)
+    names, inverse = np.unique(trace.kernels.name, return_inverse=True)
+    nccl = np.array([trace.strings[n].startswith(COLLECTIVE_PREFIX) for n in names.tolist()], dtype=bool)
+    collective = nccl[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=bool)
+    masks = {Covered.KERNEL: (kinds == KERNEL) & ~collective, Covered.COLLECTIVE: (kinds == KERNEL) & collective,
+             Covered.MEMCPY: kinds == MEMCPY, Covered.MEMSET: kinds == MEMSET}
+    out = [Coverage(kind=k, seen=int(m.sum()), judged=int((m & with_memory).sum()), unjudged=int((m & blind).sum()))
+           for k, m in masks.items()]
+    node = trace.kernels.graph_node
+    replayed = node > 0 if node is not None else np.zeros(len(kinds), dtype=bool)
+    out.append(Coverage(kind=Covered.GRAPH_INTERNAL, seen=int(replayed.sum()), judged=int((replayed & ~branched).sum()),
+                        unjudged=int(branched.sum())))
+    memory = trace.memory
+    undecoded = len(memory.unknown.corr) if memory is not None else 0
+    out.append(Coverage(kind=Covered.UNDECODED, seen=undecoded, judged=0, unjudged=undecoded))
+    return tuple(out)
+
+
+def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
+    """graph_launches: the operations replayed from CUDA graphs by launch (graphs.launches); those of
+    a launch with parallel branches are judged against each other with the graph's edges where the
+    capture read them, else counted as not judged."""
     memory = trace.memory
     if memory is None or not memory.recorded:
         return Hazards(memory=False, note=NSYS_NOTE if trace.producer.startswith("nsys ") else NO_MEMORY_NOTE)
     rows, with_memory = access_rows(trace, index, memory)
     found = _search_all(index, rows)
     p, c = _cat(found.producer), _cat(found.consumer)
+    branched = np.zeros(len(trace.kernels), dtype=bool)
+    if graph_launches is not None and len(graph_launches.branched):
+        internal = internal_pairs(trace, graph_launches, memory)
+        unjudged = graph_launches.branched & ~internal.judged
+        branched[graph_launches.ops[np.repeat(unjudged, np.diff(graph_launches.offset))]] = True
+        rows, p, c = _with_internal(trace, index, memory, rows, p, c, internal)
     kinds, may = _classify(memory, rows, p, c)
     first, group_may = _groups(rows.kernel[p], rows.kernel[c], kinds, may)
     counts = {kind.value: int((kinds[first] == i).sum()) for i, kind in enumerate(KINDS)}
@@ -327,9 +411,28 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     counts["ordered"] = len(_groups(rows.kernel[op_], rows.kernel[oc], np.zeros(len(op_), dtype=np.int64),
                                     np.ones(len(op_), dtype=bool))[0])
     listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
-    return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
-                   _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
-                   index.unmatched_queries, _graph_kernels(trace, with_memory))
+    kernel = trace.kernels.kinds() == KERNEL
+    return Hazards(True, int((with_memory & kernel).sum()), int((~with_memory & kernel).sum()),
+                   int(_unjudged(index, with_memory).sum()), _launch_unknown(trace, memory), tuple(counts.items()), listed,
+                   len(memory.queries.corr), index.unmatched_queries, _graph_kernels(trace, with_memory),
+                   coverage(trace, index, with_memory, branched))
+
+
+def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray,
+                   internal: InternalPairs) -> tuple[AccessRows, np.ndarray, np.ndarray]:
+    """The access rows with those of the graph-internal pairs appended, and the pairs' positions
+    added to p and c: classified, grouped and listed like cross-stream pairs."""
+    n = len(internal.producer)
+    if n == 0:
+        return rows, p, c
+    kern = np.r_[internal.producer, internal.consumer]
+    row = np.r_[internal.producer_row, internal.consumer_row]
+    la = memory.launches
+    extra = AccessRows(kern, row, index.kernel_col[kern], trace.kernels.corr[kern], la.address[row], la.address[row] + la.size[row],
+                       la.mode[row], np.full(2 * n, -1, dtype=np.int64))
+    base = len(rows.kernel)
+    merged = AccessRows(*(np.r_[getattr(rows, f), getattr(extra, f)] for f in AccessRows.__dataclass_fields__))
+    return merged, np.r_[p, base + np.arange(n)], np.r_[c, base + n + np.arange(n)]
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
@@ -367,7 +470,7 @@ def _cat(parts: list[np.ndarray]) -> np.ndarray:
 def _classify(memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Kind code (position in KINDS) and `may` per access pair."""
     la = memory.launches
-    pa, ca = la.allocation[rows.row[p]], la.allocation[rows.row[c]]
+    pa, ca = _contained(memory, rows.row[p]), _contained(memory, rows.row[c])
     pm, cm = rows.mode[p], rows.mode[c]
     pw, pr, cw, cr = (pm & WRITE) > 0, (pm & READ) > 0, (cm & WRITE) > 0, (cm & READ) > 0
     kind = np.where(pw & cr, KINDS.index(HazardKind.RAW), np.where(pr & cw, KINDS.index(HazardKind.WAR),
@@ -375,6 +478,19 @@ def _classify(memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray) ->
     kind = np.where((pa >= 0) & (ca >= 0) & (pa != ca), KINDS.index(HazardKind.REUSE), kind).astype(np.int64)
     may = (la.exact[rows.row[p]] == 0) | (la.exact[rows.row[c]] == 0)
     return kind, may
+
+
+def _contained(memory: Memory, row: np.ndarray) -> np.ndarray:
+    """Each access row's allocation id, -1 where the allocation is known and the access runs past it:
+    a copy that crosses from one allocation into the next is not reuse of the second's bytes."""
+    la, a = memory.launches, memory.allocations
+    alloc = la.allocation[row]
+    if len(a.id) == 0:
+        return alloc
+    at = a.row_of(alloc)
+    safe = np.maximum(at, 0)
+    past = (at >= 0) & ((la.address[row] < a.address[safe]) | (la.address[row] + la.size[row] > a.address[safe] + a.size[safe]))
+    return np.where(past, -1, alloc)
 
 
 def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -388,13 +504,15 @@ def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray)
     return order[head], np.logical_and.reduceat(flag[order], head)
 
 
-def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> int:
-    """Kernels without a memory set on a device where more than one stream ran kernels."""
+def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> np.ndarray:
+    """Per operation: without a memory set on a device where more than one stream ran operations."""
+    if len(index.kernel_col) == 0:
+        return np.zeros(0, dtype=bool)
     dev = np.array([d for d, _ in index.streams], dtype=np.int64)
     used = np.unique(index.kernel_col)
     devs, n = np.unique(dev[used], return_counts=True)
     multi = devs[n > 1]
-    return int((~with_memory & np.isin(dev[index.kernel_col], multi)).sum()) if len(index.kernel_col) else 0
+    return ~with_memory & np.isin(dev[index.kernel_col], multi)
 
 
 def _graph_kernels(trace: Trace, with_memory: np.ndarray) -> tuple[int, int]:

@@ -170,7 +170,7 @@ class JobAnalysis:
             counts.update(a.pair_counts)
         return {
             "source": str(self.job.run_dir), "kind": "job", "pair_spec": self.pair_spec.to_json(),
-            "kernels": sum(len(a.trace.kernels) for _, a in traced), "pair_counts": dict(counts),
+            "kernels": sum(int((a.trace.kernels.kinds() == 0).sum()) for _, a in traced), "pair_counts": dict(counts),
             "complete": not self.incomplete, "incomplete": self.incomplete_lines(),
             "job": {
                 "processes": [p.to_json() for p in self.job.processes], "untraced": list(self.job.untraced),
@@ -240,7 +240,8 @@ def rank_steps(p: JobProcess, a: Analysis, shift: int) -> RankSteps:
     k = a.trace.kernels
     names, step = kernel_steps(a.trace, a)
     rows = []
-    buckets = [(n, step == i) for i, n in enumerate(names)] + [(OUTSIDE if names else WHOLE_RUN, step < 0)]
+    kernel = k.kinds() == 0  # steps count kernels (copies and memsets are in the analysis, not here)
+    buckets = [(n, kernel & (step == i)) for i, n in enumerate(names)] + [(OUTSIDE if names else WHOLE_RUN, kernel & (step < 0))]
     for name, sel in buckets:
         if not sel.any():
             continue
@@ -363,6 +364,8 @@ def summarize(job: Job, analyses: tuple[Analysis | None, ...]) -> JobSummary:
         shift, mask = shift_of(p, t0), collective_mask(a.trace)
         k = a.trace.kernels
         for s in a.streams:
+            if s.kernels == 0:  # a stream of copies only (gloo's): lanes are where kernels ran
+                continue
             n = int((mask & (k.device == s.device) & (k.stream == s.stream)).sum())
             lanes.append(JobLane(f"{p.label} GPU {s.device} stream {s.stream}", p.label, p.rank, s.device, s.stream,
                                  s.kernels, n, s.busy_ns))

@@ -30,7 +30,7 @@ from tracer.errors import TraceFormatError
 from tracer.interner import Interner
 from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.store.inputs import open_text
-from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.trace.model import COPY_KIND_CODES, MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}
@@ -188,6 +188,7 @@ class _Columns:
         self.syncs: list[Sync] = []
         self.records: dict[int, EventRecord] = {}
         self.memcpy = self.memset = 0
+        self.x = [array("d"), array("d"), array("q"), array("q"), array("q"), array("q"), array("q"), array("q")]
 
     def add(self, e: Any) -> None:
         if type(e) is not dict:
@@ -207,8 +208,10 @@ class _Columns:
             self._sync(e)
         elif cat == "gpu_memcpy":
             self.memcpy += 1
+            self._transfer(e, MEMCPY)
         elif cat == "gpu_memset":
             self.memset += 1
+            self._transfer(e, MEMSET)
 
     def _common(self, e: dict) -> tuple[dict, tuple[float, float], str]:
         """args, (start, end) and the name of an event that is read, each checked."""
@@ -238,6 +241,14 @@ class _Columns:
         self.k_corr.append(corr)
         self.k_name.append(self.s(name))
 
+    def _transfer(self, e: dict, op: int) -> None:
+        """A gpu_memcpy ('Memcpy HtoD (Pinned -> Device)') or gpu_memset event."""
+        args, (start, end), name = self._common(e)
+        words = name.split()
+        kind = COPY_KIND_CODES.get(words[1], 0) if op == MEMCPY and len(words) > 1 else 0
+        _append(self.x, (start, end, _int(args, "device", 0), _int(args, "stream", -1), _int(args, "correlation", -1), op,
+                         kind, _int(args, "bytes", -1)))
+
     def _sync(self, e: dict) -> None:
         args, (start, end), name = self._common(e)
         kind_name = args.get("cuda_sync_kind", name)
@@ -257,7 +268,13 @@ class _Columns:
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
         return Trace(str(path), "pytorch-profiler (kineto)", self.s.items, Kernels(*kernels), api,
                      Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
-                     tuple(sorted(self.records.values(), key=lambda r: r.corr)), tuple(syncs), self.memcpy, self.memset)
+                     tuple(sorted(self.records.values(), key=lambda r: r.corr)), tuple(syncs), self.memcpy, self.memset,
+                     transfers=self._transfers())
+
+    def _transfers(self) -> Transfers:
+        start, end, dev, stream, corr, op, kind, size = _sorted(self.x, order=(0,))
+        return Transfers(start=start, end=end, device=dev, stream=stream, corr=corr, op=op, copy_kind=kind, bytes=size,
+                         graph_node=np.zeros(len(start), dtype=np.int64))
 
 
 def _append(cols: list[array], row: tuple) -> None:

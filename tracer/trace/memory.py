@@ -12,7 +12,7 @@ attribution needs, rather than every op.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -45,6 +45,7 @@ class LaunchAccesses:
     mode: np.ndarray  # 1 read, 2 write, 3 both, 0 none
     exact: np.ndarray  # 0: direction or extent guessed ("may")
     allocation: np.ndarray  # TRACER_ALLOCATIONS.id, -1 unknown
+    op: np.ndarray | None = None  # TRACER_OPS.id of the op the launch was made in
 
 
 @dataclass(frozen=True)
@@ -112,6 +113,30 @@ class GraphNodes:
 
     node: np.ndarray
     corr: np.ndarray
+    original: np.ndarray | None = None  # the node instantiation cloned it from (itself if no clone): edges name those
+
+    def originals(self, nodes: np.ndarray) -> np.ndarray:
+        """Each node's original (the node as captured; graph edges name those), -1 where unknown."""
+        if len(self.node) == 0 or self.original is None:
+            return np.full(len(nodes), -1, dtype=np.int64)
+        at = np.clip(np.searchsorted(self.node, nodes), 0, len(self.node) - 1)
+        return np.where(self.node[at] == nodes, self.original[at], -1)
+
+
+@dataclass(frozen=True)
+class GraphLaunches:
+    """cudaGraphLaunch calls and the stream each was launched into (sorted by correlation id), and
+    the edges of the graphs instantiated (original node ids: from -> to)."""
+
+    corr: np.ndarray
+    stream: np.ndarray
+    edge_from: np.ndarray
+    edge_to: np.ndarray
+
+
+def no_graph_launches() -> GraphLaunches:
+    e = np.zeros(0, dtype=np.int64)
+    return GraphLaunches(e, e, e, e)
 
 
 @dataclass(frozen=True)
@@ -124,6 +149,7 @@ class Memory:
     queries: HostQueries
     unknown: LaunchUnknown
     graph_nodes: GraphNodes
+    graphs: GraphLaunches = field(default_factory=no_graph_launches)
 
 
 @dataclass(frozen=True)
@@ -165,6 +191,7 @@ class _Fetched:
     unknown: list[np.ndarray]
     reasons: list[str | None]
     graph_nodes: GraphNodes
+    graphs: GraphLaunches
 
 
 def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
@@ -173,10 +200,10 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     def ints(table: str, cols: list[Col]) -> list[np.ndarray]:
         return db.ints(table, cols) if table in present else [none] * len(cols)
 
-    corr, name, address, size, mode_exact, allocation = _launch_accesses(db, present)
+    corr, name, address, size, mode_exact, allocation, op = _launch_accesses(db, present)
     if (mode_exact < 0).any():  # mode outside 0..3
         raise TraceFormatError(f"{db.path}: TRACER_MEMORY_ACCESS.mode holds values other than 1 (read), 2 (write), 3 (both)")
-    launches = _sorted_by([corr, name, address, size, mode_exact & 3, mode_exact >> 2, allocation], 0)
+    launches = _sorted_by([corr, name, address, size, mode_exact & 3, mode_exact >> 2, allocation, op], 0)
     _check_accesses(db, launches)
     has_forward, has_backward = _sequence_numbers(db, present)
     backward = _sorted_by(_backward(db, present) if has_backward else [none] * 3, 0)
@@ -192,7 +219,9 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
     reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
     nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
-    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes)
+    launched = _sorted_by(ints("TRACER_GRAPH_LAUNCHES", [Col("correlationId", None), Col("streamId", None)]), 0)
+    edges = ints("TRACER_GRAPH_EDGES", [Col("fromNodeId", None), Col("toNodeId", None)])
+    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes, GraphLaunches(*launched, *edges))
 
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
@@ -210,7 +239,8 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
         return made.get(at, -1)
 
     keys = np.unique(node)
-    return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64))
+    return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64),
+                      np.array([parent.get(n, n) for n in keys.tolist()], dtype=np.int64))
 
 
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
@@ -218,7 +248,8 @@ def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
     return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
                   Allocations(*alloc), HostQueries(*f.queries),
-                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes)
+                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes,
+                  f.graphs)
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
@@ -227,7 +258,7 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     by op id here (SQLite would build a temporary index on TRACER_MEMORY_ACCESS.opId for the join)."""
     none = np.zeros(0, dtype=np.int64)
     if "TRACER_OPS" not in present:
-        return [none] * 6
+        return [none] * 7
     corr, op, name = _launch_ops(db, present)
     if "TRACER_MEMORY_ACCESS" in present:
         have = db.require("TRACER_MEMORY_ACCESS", ACCESS)
@@ -250,7 +281,7 @@ def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     def column(i: int, empty: int) -> np.ndarray:
         return np.where(has, acc[i][pick], empty) if len(acc[0]) else np.full(len(at), empty, dtype=np.int64)
 
-    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1)]
+    return [np.repeat(corr, n), np.repeat(name, n), column(1, -1), column(2, 0), column(3, 4), column(4, -1), np.repeat(op, n)]
 
 
 def _check_fanout(db: SqliteTables, n: np.ndarray, op: np.ndarray, stored: int) -> None:
@@ -286,7 +317,7 @@ def _launch_ops(db: SqliteTables, present: set[str]) -> list[np.ndarray]:
     ops = db.require("TRACER_OPS", OPS)
     ok = type_check([Col("id", None), Col("nameId"), Col("correlationId")], ops, "o.")  # what is fetched here
     parts = [f"SELECT o.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok FROM TRACER_OPS o "
-             "WHERE o.kind = 3 AND o.correlationId IS NOT NULL"]
+             "WHERE o.kind IN (3, 4) AND o.correlationId IS NOT NULL"]
     if "TRACER_EXTERNAL_CORRELATION" in present:
         db.require_types("TRACER_EXTERNAL_CORRELATION", EXTERNAL)  # every row: the join drops one whose externalId is no integer
         parts.insert(0, f"SELECT e.correlationId AS c, o.id AS i, COALESCE(o.nameId, -1) AS n, ({ok}) AS ok "

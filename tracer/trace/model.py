@@ -12,7 +12,7 @@ key back to (pid, device, raw stream id) for what is shown.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -50,10 +50,26 @@ class StreamOrigin:
     pid: int
     device: int
     stream: int
+class OpKind(str, Enum):
+    """What a GPU operation of the model is (Kernels.op holds positions in OP_KINDS)."""
+
+    KERNEL = "kernel"
+    MEMCPY = "memcpy"
+    MEMSET = "memset"
+
+
+OP_KINDS = tuple(OpKind)
+KERNEL, MEMCPY, MEMSET = range(3)
+# CUPTI_ACTIVITY_MEMCPY_KIND: the direction a copy record names
+COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 7: "DtoA", 8: "DtoD", 9: "HtoH",
+              10: "PtoP"}
+COPY_KIND_CODES = {v: k for k, v in COPY_KINDS.items()}
 
 
 @dataclass(frozen=True)
 class Kernels:
+    """GPU operations: kernels, and once with_operations() merged them, copies and memsets."""
+
     start: np.ndarray
     end: np.ndarray
     device: np.ndarray
@@ -61,9 +77,37 @@ class Kernels:
     corr: np.ndarray
     name: np.ndarray  # index into Trace.strings
     graph_node: np.ndarray | None = None  # CUDA graph node a graph launch ran it from (0: none); None: not read
+    op: np.ndarray | None = None  # position in OP_KINDS per row; None: kernels only
 
     def __len__(self) -> int:
         return len(self.start)
+
+    def kinds(self) -> np.ndarray:
+        return self.op if self.op is not None else np.zeros(len(self.start), dtype=np.int64)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Transfers:
+    """Copies and memsets as the trace recorded them (CUPTI MEMCPY / MEMSET records, Kineto
+    gpu_memcpy / gpu_memset events), sorted by start."""
+
+    start: np.ndarray
+    end: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    corr: np.ndarray
+    op: np.ndarray  # MEMCPY or MEMSET
+    copy_kind: np.ndarray  # CUPTI memcpy kind (COPY_KINDS), 0 for memsets and unknown
+    bytes: np.ndarray
+    graph_node: np.ndarray  # 0: not from a graph
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def label(self, i: int) -> str:
+        if int(self.op[i]) == MEMSET:
+            return "[memset]"
+        return f"[memcpy {COPY_KINDS.get(int(self.copy_kind[i]), 'unknown')}]"
 
 
 @dataclass(frozen=True)
@@ -135,6 +179,7 @@ class Trace:
     memory: Memory | None = None  # memory access sets (tracer captures with --memory)
     streams: dict[int, StreamOrigin] = field(default_factory=dict)  # stream key -> origin; absent keys are raw ids
     processes: tuple[int, ...] = ()  # pids by process index ((): one process, pid unknown)
+    transfers: Transfers | None = None  # copies and memsets; None: the reader does not read them
 
     def kernel_name(self, i: int) -> str:
         return self.strings[int(self.kernels.name[i])]
@@ -154,6 +199,36 @@ class Trace:
         """`stream 7`, or `pid 1234 stream 7` when the trace holds several processes."""
         o = self.stream_origin(int(key))
         return f"pid {o.pid} stream {o.stream}" if self.multi_process else f"stream {o.stream}"
+
+
+def empty_transfers() -> Transfers:
+    e = np.zeros(0, dtype=np.int64)
+    return Transfers(start=e, end=e, device=e, stream=e, corr=e, op=e, copy_kind=e, bytes=e, graph_node=e)
+
+
+def with_operations(trace: Trace) -> Trace:
+    """The trace whose `kernels` are every GPU operation: kernels, copies and memsets in one set of
+    columns sorted by start (kernels first on ties), `op` saying which is which. Analysis runs on
+    this: stream order, happens-before, pairs, hazards and views see copies as they see kernels."""
+    k, x = trace.kernels, trace.transfers
+    if k.op is not None:
+        return trace
+    if x is None or len(x) == 0:
+        return replace(trace, kernels=replace(k, op=np.zeros(len(k), dtype=np.int64)))
+    strings = list(trace.strings)
+    code = np.where(x.op == MEMSET, -1, x.copy_kind)
+    _, first, inverse = np.unique(code, return_index=True, return_inverse=True)
+    names = len(strings) + inverse.reshape(-1).astype(np.int64)
+    strings += [x.label(int(i)) for i in first.tolist()]
+    nodes = None
+    if k.graph_node is not None:
+        nodes = np.concatenate([k.graph_node, x.graph_node])
+    cols = [np.concatenate([a, b]) for a, b in ((k.start, x.start), (k.end, x.end), (k.device, x.device),
+                                                (k.stream, x.stream), (k.corr, x.corr), (k.name, names))]
+    op = np.concatenate([np.zeros(len(k), dtype=np.int64), x.op])
+    order = np.argsort(cols[0], kind="stable")
+    merged = Kernels(*(c[order] for c in cols), nodes[order] if nodes is not None else None, op[order])
+    return replace(trace, strings=strings, kernels=merged)
 
 
 def empty_ints() -> np.ndarray:

@@ -16,10 +16,12 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.trace.memory import start_memory
-from tracer.trace.model import PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind, Trace, raw_id
+from tracer.trace.model import (MEMCPY, MEMSET, PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind,
+                                Trace, Transfers, raw_id)
 from tracer.trace.sqlite_tables import Col, SqliteTables, connect
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
+MEMCPY_TABLE, MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
 RANGE_EVENT_TYPES = (59, 60, 70, 71)  # NvtxPushPopRange, NvtxStartEndRange and their NVTXt twins
 SYNC_TYPE = {1: SyncKind.EVENT, 2: SyncKind.WAIT, 3: SyncKind.STREAM, 4: SyncKind.CONTEXT}
 RECORD_ERRORS = "TRACER_RECORD_ERRORS_"
@@ -54,7 +56,7 @@ def read_kernels(db: SqliteTables, allow_empty: bool = False) -> tuple[Kernels, 
                                "an emptied or truncated export)")
     db.check_times(KERNEL_TABLE, start, end, corr=corr)
     order = np.argsort(start, kind="stable")
-    graphs = _has_rows(db, "TRACER_GRAPH_NODES")  # graph nodes matter only to join memory access sets
+    graphs = "graphNodeId" in cols  # graph launches are ordered on their launch stream (graphs.py)
     return (Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
                     node[order] if graphs else None), _process_of(pid[order]), ((graph != 0) | (node != 0))[order])
 
@@ -113,11 +115,28 @@ class ProcessKeys:
         return seen
 
 
-def _has_rows(db: SqliteTables, table: str) -> bool:
-    if table not in db.tables:
-        return False
-    with db.reading(table):
-        return db.con.execute(f"SELECT 1 FROM {table} LIMIT 1").fetchone() is not None
+def read_transfers(db: SqliteTables) -> tuple[Transfers, np.ndarray]:
+    """Copies and memsets, the same columns as kernels plus their kind and bytes, and each one's
+    process (as read_kernels gives it)."""
+    parts = []
+    for table, op in ((MEMCPY_TABLE, MEMCPY), (MEMSET_TABLE, MEMSET)):
+        if table not in db.tables:
+            continue
+        kind = Col("copyKind", 0) if op == MEMCPY else Col("rowid", None)
+        cols = db.ints(table, [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"),
+                               kind, Col("bytes", -1), Col("graphNodeId", 0), Col("globalPid")])
+        db.check_times(table, cols[0], cols[1], corr=cols[4])
+        cols[8] = _process_of(cols[8])
+        if op == MEMSET:
+            cols[5] = np.zeros(len(cols[0]), dtype=np.int64)
+        parts.append(cols + [np.full(len(cols[0]), op, dtype=np.int64)])
+    if not parts:
+        e = np.zeros(0, dtype=np.int64)
+        parts = [[e] * 10]
+    start, end, dev, stream, corr, copy_kind, size, node, proc, op = (np.concatenate(c) for c in zip(*parts))
+    o = np.argsort(start, kind="stable")
+    return Transfers(start=start[o], end=end[o], device=dev[o], stream=stream[o], corr=corr[o], op=op[o],
+                     copy_kind=copy_kind[o], bytes=size[o], graph_node=node[o]), proc[o]
 
 
 def fetch_apis(db: SqliteTables) -> Apis:
@@ -230,13 +249,6 @@ def record_errors(meta: dict[str, str]) -> dict[str, tuple[int, str]]:
     return out
 
 
-def _count(db: SqliteTables, table: str) -> int:
-    if table not in db.tables:
-        return 0
-    with db.reading(table):
-        return int(db.con.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
-
-
 def read_nsys_sqlite(path: Path) -> Trace:
     con = connect(path)
     try:
@@ -251,11 +263,15 @@ def read_nsys_sqlite(path: Path) -> Trace:
         ranges = read_ranges(db)
         rec_cols, sync_cols = fetch_table(db, EVENT_TABLE, RECORD_COLS), fetch_table(db, SYNC_TABLE, SYNC_COLS)
         fetched = fetching_apis.result()
-        keys = ProcessKeys(path, k_proc, rec_cols[-1], sync_cols[-1], _process_of(fetched.tid))
+        transfers, t_proc = read_transfers(db)
+        keys = ProcessKeys(path, k_proc, rec_cols[-1], sync_cols[-1], _process_of(fetched.tid), t_proc)
         raw_stream = kernels.stream
         kernels = replace(kernels, stream=keys.key(kernels.stream, k_proc, "streamId"),
                           corr=keys.key(kernels.corr, k_proc, "correlationId"))
         check_correlation(path, kernels, graph)
+        raw_t_stream = transfers.stream
+        transfers = replace(transfers, stream=keys.key(transfers.stream, t_proc, "streamId"),
+                            corr=keys.key(transfers.corr, t_proc, "correlationId"))
         rec_cols = key_by_process(rec_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 3})
         sync_cols = key_by_process(sync_cols, keys, {"streamId": 1, "correlationId": 2, "eventSyncId": 4})
         records, apis = read_records(rec_cols), named_apis(db, fetched, keys)
@@ -266,9 +282,11 @@ def read_nsys_sqlite(path: Path) -> Trace:
                                    "(tracer captures one process per file; a merged file is not supported)")
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
+        origins = keys.origins(np.concatenate([kernels.stream, transfers.stream]), np.concatenate([raw_stream, raw_t_stream]),
+                               np.concatenate([kernels.device, transfers.device]), np.concatenate([k_proc, t_proc]))
         return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
-                     _count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), _count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta,
-                     record_errors(meta), mem, keys.origins(kernels.stream, raw_stream, kernels.device, k_proc),
-                     keys.pids() if keys.several else ())
+                     int((transfers.op == MEMCPY).sum()), int((transfers.op == MEMSET).sum()), meta,
+                     record_errors(meta), mem, transfers=transfers, streams=origins,
+                     processes=keys.pids() if keys.several else ())
     finally:
         con.close()

@@ -24,7 +24,7 @@ def range_names(trace: Trace, attr: Attribution) -> list[str]:
 
 def closest(glob: str, names: Sequence[str]) -> str:
     near = difflib.get_close_matches(glob, names, n=MAX_SUGGESTIONS, cutoff=0.0)
-    return ", ".join(repr(n) for n in near) if near else "none: no kernel is inside an NVTX range"
+    return ", ".join(repr(n) for n in near) if near else "none: no GPU operation is inside an NVTX range"
 
 
 def require_matches(trace: Trace, attr: Attribution, globs: Iterable[tuple[str, str]], formed: Sequence[object],
@@ -36,7 +36,7 @@ def require_matches(trace: Trace, attr: Attribution, globs: Iterable[tuple[str, 
         p_rx, c_rx = glob_regex(producer), glob_regex(consumer)
         for glob, rx in ((producer, p_rx), (consumer, c_rx)):
             if not any(rx.match(n) for n in names):
-                raise UsageError(f"pair glob {glob!r} matches no NVTX range holding a kernel "
+                raise UsageError(f"pair glob {glob!r} matches no NVTX range holding a GPU operation (kernel, copy or memset) "
                                  f"({len(names)} such names; closest: {closest(glob, names)})")
         if not any(p_rx.match(p.producer) and c_rx.match(p.consumer) for p in formed):  # type: ignore[attr-defined]
             raise UsageError(f"pairs {producer}:{consumer} formed no pair: no {consumer!r} range follows a "

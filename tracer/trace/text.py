@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tracer.textsafe import lines_text
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
-from tracer.trace.model import Trace, raw_id
+from tracer.trace.model import OP_KINDS, OpKind, Trace, raw_id
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -56,10 +56,10 @@ def pair_line(p: PairVerdict, trace: Trace | None = None) -> str:
 def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
     several = any(s.raw_stream is not None for s in streams)
     lines = [f"  {'device':>6} {'pid':>8}" * several + f"  {'device':>6}" * (not several) +
-             f" {'stream':>8} {'kernels':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
+             f" {'stream':>8} {'ops':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
     for s in streams[:SHOWN_STREAMS]:
         who = f"{s.device:>6} {s.pid:>8}" if several else f"{s.device:>6}"
-        lines.append(f"  {who} {s.stream if s.raw_stream is None else s.raw_stream:>8} {s.kernels:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
+        lines.append(f"  {who} {s.stream if s.raw_stream is None else s.raw_stream:>8} {s.operations:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
                      f"{s.max_gap_ns / 1e6:>11.3f}")
     if len(streams) > SHOWN_STREAMS:
         lines.append(f"  ... {len(streams) - SHOWN_STREAMS} more streams (--json lists all)")
@@ -79,15 +79,25 @@ def verdict_lines(a: Analysis) -> list[str]:
     return lines
 
 
+def operations_text(t: Trace) -> str:
+    """'274 GPU operations (241 kernels, 14 memcpy, 19 memset)', or 'N kernels' when there is nothing else."""
+    kinds = t.kernels.kinds()
+    n = {kind: int((kinds == i).sum()) for i, kind in enumerate(OP_KINDS)}
+    if n[OpKind.KERNEL] == len(t.kernels):
+        return f"{len(t.kernels)} kernels"
+    return (f"{len(t.kernels)} GPU operations ({n[OpKind.KERNEL]} kernels, {n[OpKind.MEMCPY]} memcpy, "
+            f"{n[OpKind.MEMSET]} memset)")
+
+
 def format_analysis(a: Analysis) -> str:
     t = a.trace
     lines = [f"{t.source}: {t.producer}",
              f"pairs ({pair_spec_text(a.pair_spec)}): {counts_text(a.pair_counts)}",
              *verdict_lines(a),
-             f"{len(t.kernels)} kernels on {len(a.streams)} stream(s)"
+             f"{operations_text(t)} on {len(a.streams)} stream(s)"
              + (f" of {len(t.processes)} processes (pids {', '.join(map(str, t.processes))})" if t.multi_process else "") + ", "
              f"{len(t.ranges.start)} NVTX ranges, "
-             f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch "
+             f"{a.attribution.unattributed} operations unattributed ({a.attribution.no_launch_record} without a launch "
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",
              *stream_lines(a.streams),

@@ -530,15 +530,16 @@ def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat:
     stream = (f"{_plural(len(np.unique(a.trace.kernels.stream[idx])), 'other stream')} (folded)" if key[1] == FOLDED
               else a.trace.stream_label(key[1]))
     name = f"{prefix} GPU {key[0]} {stream}" if prefix else f"GPU{key[0]} {stream}"
+    unit = "operation" if a.trace.kernels.kinds()[idx].any() else "kernel"  # copies or memsets on the lane
     if n > MAX_BARS_PER_LANE:
         mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
-        return Lane(f"{name} ({_plural(n, 'kernel')}, mixed per column)", key[0], key[1],
+        return Lane(f"{name} ({_plural(n, unit)}, mixed per column)", key[0], key[1],
                     empty, empty, empty.astype(np.int64), (), n, mix)
     by_start = np.argsort(st, kind="stable")
     idx, st, en, cat = idx[by_start], st[by_start], en[by_start], cat[by_start]
     u, inv = np.unique(a.trace.kernels.name[idx], return_inverse=True)
     short = [short_name(a.trace.strings[int(i)], 60) for i in u]
-    return Lane(f"{name} ({_plural(n, 'kernel')})", key[0], key[1], st,
+    return Lane(f"{name} ({_plural(n, unit)})", key[0], key[1], st,
                 np.maximum(en - st, view.px_us), cat, tuple(short[i] for i in inv), n, None)
 
 
