@@ -12,10 +12,11 @@ from types import ModuleType
 
 from tracer import __version__
 from tracer.errors import InternalError, TracerError
+from tracer.helptext import apply as apply_help
 
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
-COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor")
+COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor", "completion")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 
@@ -43,6 +44,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             command_module(name).add_parser(sub)
         else:
             sub.add_parser(name)
+    apply_help(parser)
     return parser
 
 
@@ -63,6 +65,18 @@ def with_default_action(parser: argparse.ArgumentParser, argv: list[str]) -> lis
     if rest and (rest[0] in _actions(_actions(parser)[argv[at]]) or rest[0] in ("-h", "--help")):
         return argv
     return argv[:at + 1] + [default] + rest
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse's parse_args, except that unknown extra arguments are refused with the usage of the
+    subcommand they were given to (argparse's own names only the top-level usage)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        deepest = parser
+        for word in argv:
+            deepest = _actions(deepest).get(word, deepest)
+        deepest.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def _crash(exc: BaseException, debug: bool) -> int:
@@ -104,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     at, name = command_named(argv)
     parser = build_parser(None if {"-h", "--help"} & set(argv[:at]) else name)  # `tracer -h trace`: every command's help
-    args = parser.parse_args(with_default_action(parser, argv))
+    args = parse(parser, with_default_action(parser, argv))
     args.command_after_dashdash = extra
     try:
         code = int(args.func(args) or 0)

@@ -249,7 +249,7 @@ def save(fig: Figure, out: Path) -> Path:
     from tracer.store.atomic import atomic_output
 
     try:
-        with atomic_output(out) as tmp:
+        with atomic_output(out, make_folder=False) as tmp:
             fig.savefig(tmp, format=out.suffix[1:].lower())
     finally:
         plt.close(fig)

@@ -91,9 +91,9 @@ def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | Non
     from tracer.store.atomic import write_text
 
     if junit is not None:
-        write_text(junit, to_junit(runs))
+        write_text(junit, to_junit(runs), make_folder=False)
     if sarif is not None:
-        write_text(sarif, to_sarif(runs, SOURCE_ROOT))
+        write_text(sarif, to_sarif(runs, SOURCE_ROOT), make_folder=False)
 
 
 def raise_if_not_clean(runs: Sequence[ToolRun]) -> None:
