@@ -120,14 +120,14 @@ class Analysis:
             out.append(f"records were lost at capture ({', '.join(self.trace.record_errors)}): the trace is incomplete")
         return out
 
-    def report_lines(self) -> list[str]:
+    def report_lines(self, hazards: bool = True) -> list[str]:
         """What the text report says beyond streams and pairs: warnings, attribution rules, notes, hazards."""
         lines = [f"warning: {w}" for w in self.warnings]
         rules = self.attribution.rule_counts()
         if rules["forward-op"] or rules["backward-caller"]:
             lines.append("attribution: " + ", ".join(f"{k} {v}" for k, v in rules.items()))
         lines += [f"note: {n}" for n in self.notes]
-        if self.hazards is not None:
+        if hazards and self.hazards is not None:
             lines += self.hazards.text_lines()
         return lines
 

@@ -2,7 +2,10 @@
 verdict, then the streams; about a screen long whatever the trace's size (`--json` lists more)."""
 from __future__ import annotations
 
+from collections import Counter
+
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
+from tracer.trace.names import ellipsize, text_name
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -38,7 +41,8 @@ def counts_text(counts: dict[str, int]) -> str:
 
 
 def pair_line(p: PairVerdict) -> str:
-    return (f"{p.producer} [stream {p.producer_stream}] -> {p.consumer} [stream {p.consumer_stream}], "
+    return (f"{ellipsize(p.producer, 80)} [stream {p.producer_stream}] -> {ellipsize(p.consumer, 80)} "
+            f"[stream {p.consumer_stream}], "
             f"gap {p.gap_ns / 1e3:.1f} us")
 
 
@@ -65,15 +69,46 @@ def verdict_lines(a: Analysis) -> list[str]:
     return lines
 
 
+def no_pairs_reason(a: Analysis) -> str:
+    """Why `--pairs all` judged no pair: pairs are between streams of one device."""
+    per_device = Counter(s.device for s in a.streams)
+    if not per_device:
+        return "the trace has no kernels"
+    if max(per_device.values()) < 2:
+        return (f"pairs are judged between streams of one device, and each of the {len(per_device)} device(s) here ran "
+                "kernels on one stream only (nothing runs concurrently on a device to misorder)")
+    return "no kernel has an earlier kernel on another stream of its device"
+
+
+def pair_lines(a: Analysis) -> list[str]:
+    """The pair verdicts; none when no pairs were asked for (hazards judge instead: a note says so)."""
+    if a.pair_spec.mode is PairMode.NONE:
+        return []
+    head = f"pairs ({pair_spec_text(a.pair_spec)})"
+    if a.pair_spec.mode is PairMode.ALL and not sum(a.pair_counts.values()):
+        return [f"{head}: none to judge: {no_pairs_reason(a)}"]
+    return [f"{head}: {counts_text(a.pair_counts)}", *verdict_lines(a)]
+
+
+def unknown_waits_note(a: Analysis) -> list[str]:
+    if not a.unmatched_waits:
+        return []
+    return [f"note: {a.unmatched_waits} stream wait(s) on an event whose record is not in the trace (the capture did not "
+            "record cudaEventRecord: nsys needs --cuda-event-trace=true): they order nothing here, so a pair only they "
+            "order shows as UNORDERED"]
+
+
 def format_analysis(a: Analysis) -> str:
     t = a.trace
+    hazards = a.hazards.text_lines() if a.hazards is not None else []
     lines = [f"{t.source}: {t.producer}",
-             f"pairs ({pair_spec_text(a.pair_spec)}): {counts_text(a.pair_counts)}",
-             *verdict_lines(a),
+             *pair_lines(a),
+             *hazards,
              f"{len(t.kernels)} kernels on {len(a.streams)} stream(s), {len(t.ranges.start)} NVTX ranges, "
              f"{a.attribution.unattributed} kernels unattributed ({a.attribution.no_launch_record} without a launch "
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",
              *stream_lines(a.streams),
-             *a.report_lines()]
+             *a.report_lines(hazards=False),
+             *unknown_waits_note(a)]
     return "\n".join(lines)

@@ -24,6 +24,8 @@ import numpy as np
 
 from tracer.errors import UsageError
 from tracer.trace.analyze import Analysis, PairVerdict
+from tracer.trace.names import ellipsize as _ellipsize
+from tracer.trace.names import short_name
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 from tracer.trace.selection import parse_range, require_shown
@@ -165,28 +167,6 @@ def time_unit(span_us: float) -> tuple[str, float]:
     if span_us >= 10e3:
         return "ms", 1e3
     return "µs", 1.0
-
-
-def short_name(name: str, width: int = 56) -> str:
-    """A kernel name a legend can hold: no `void`, argument list, namespaces or integer casts; cut to width."""
-    s = re.sub(r"\bvoid ", "", name.replace("(anonymous namespace)::", ""))
-    depth = 0
-    for i, ch in enumerate(s):
-        depth += 1 if ch in "<[" else -1 if ch in ">]" else 0
-        if ch == "(" and depth == 0 and i > 0:
-            s = s[:i]
-            break
-    s = re.sub(r"\b[A-Za-z_]\w*::", "", s)
-    s = re.sub(r"\((?:unsigned )?(?:int|long|short|char)\)", "", s)
-    return _ellipsize(re.sub(r"\s+", " ", s).strip() or name.strip(), width)
-
-
-def _ellipsize(s: str, width: int, middle: bool = False) -> str:
-    if len(s) <= width:
-        return s
-    if middle:
-        return s[: width // 2 - 1] + "…" + s[-(width - width // 2):]
-    return s[: width - 1] + "…"
 
 
 def distinct_short_names(names: Sequence[str], width: int = 56) -> list[str]:
