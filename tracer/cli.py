@@ -9,14 +9,20 @@ import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from tracer import __version__
 from tracer.errors import InternalError, TracerError
 from tracer.helptext import apply as apply_help
 
+if TYPE_CHECKING:
+    from tracer.progress import Spinner
+
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
 COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor", "completion")
+# Commands that work silently (the `run` actions and sanitize print their own progress lines instead).
+SPINNER_COMMANDS = ("trace", "plot", "report", "demo", "profile", "campaign")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 
@@ -79,6 +85,21 @@ def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespac
     return args
 
 
+def terminal_output(args: argparse.Namespace) -> Spinner | None:
+    """At a terminal: colour on stdout (not for --json, nor with NO_COLOR) and, for the commands that
+    read and judge, a spinner on stderr after 2 s that goes away before the result is printed."""
+    from tracer import progress, style
+
+    coloured = not getattr(args, "json", False) and style.wanted(sys.stdout)
+    action = getattr(args, f"{args.command}_command", None)
+    label = " ".join(w for w in (args.command, action) if w)
+    spinner = progress.Spinner(f"tracer {label}: working").start() if (
+        args.command in SPINNER_COMMANDS and action != "run" and progress.wanted()) else None
+    if coloured or spinner is not None:
+        sys.stdout = style.TerminalStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)  # type: ignore[assignment]
+    return spinner
+
+
 def _crash(exc: BaseException, debug: bool) -> int:
     """tracer's own bug: one line naming a log file with the traceback (--debug: the traceback)."""
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
@@ -120,6 +141,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser(None if {"-h", "--help"} & set(argv[:at]) else name)  # `tracer -h trace`: every command's help
     args = parse(parser, with_default_action(parser, argv))
     args.command_after_dashdash = extra
+    plain, spinner = sys.stdout, terminal_output(args)
     try:
         code = int(args.func(args) or 0)
         sys.stdout.flush()
@@ -134,6 +156,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _stdout_gone()
     except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
         return _crash(exc, args.debug)
+    finally:
+        if spinner is not None:
+            spinner.stop()
+        if sys.stdout is not plain:
+            sys.stdout.flush()
+            sys.stdout = plain
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ HELP: dict[str, tuple[str | None, tuple[str, ...]]] = {  # None: the module's ow
          "tracer kernels diff none device_before_atomic")),
     "kernels list": (
         "The kernel variants, what each fence does, and the LOAD/STORE configs.",
-        ("tracer kernels list",)),
+        ("tracer kernels list", "tracer kernels list --dtype fp32")),
     "kernels ptx": (None, ("tracer kernels ptx none --arch sm_90",
                            "tracer kernels ptx device_before_atomic --config 16/16 --arch sm_120")),
     "kernels sass": (None, ("tracer kernels sass none --arch sm_90",
@@ -111,7 +111,7 @@ HELP: dict[str, tuple[str | None, tuple[str, ...]]] = {  # None: the module's ow
          "tracer campaign run cpu_smoke --executor slurm --partition debug --time-min 30 --tasks 8")),
     "campaign status": (
         "Trials done per cell of a campaign store.",
-        ("tracer campaign status runs/fence.sqlite",)),
+        ("tracer campaign status runs/fence.sqlite", "tracer campaign status runs/cpu_smoke.sqlite")),
     "campaign report": (
         "Failure rates, 95% intervals and tests against the baseline variant.",
         ("tracer campaign report runs/fence.sqlite", "tracer campaign report runs/fence.sqlite --json --baseline none")),
