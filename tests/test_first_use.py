@@ -222,3 +222,11 @@ def test_other_shells_name_every_command(shell: str, capsys: pytest.CaptureFixtu
 def test_license_is_apache() -> None:
     text = (ROOT / "LICENSE").read_text()
     assert "Apache License" in text and "Version 2.0, January 2004" in text and "END OF TERMS AND CONDITIONS" in text
+
+
+def test_demo_ends_with_what_to_do_on_ones_own_program(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(capsys, "demo", "-o", str(tmp_path))
+    tail = out.splitlines()[-6:]
+    assert code == 0 and tail[0] == "next, on your own program (on a machine with an NVIDIA GPU):"
+    assert any("tracer trace run --memory -- python train.py" in line for line in tail)
+    assert any("tracer sanitize import memcheck.xml" in line for line in tail)
