@@ -33,7 +33,9 @@ def format_text(runs: Sequence[ToolRun]) -> str:
 
 
 def to_json(runs: Sequence[ToolRun]) -> str:
-    return json.dumps({"tracer": __version__, "runs": [r.to_json() for r in runs]}, indent=1)
+    from tracer.schemas import header
+
+    return json.dumps({**header("sanitize"), "tracer": __version__, "runs": [r.to_json() for r in runs]}, indent=1)
 
 
 def to_junit(runs: Sequence[ToolRun]) -> str:

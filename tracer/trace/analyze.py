@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer.errors import UsageError
+from tracer.schemas import header
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.hazards import Hazards, find_hazards
 from tracer.trace.model import Trace
@@ -82,6 +83,7 @@ class Analysis:
         listed = [p for p in self.pairs if p.verdict is Verdict.UNORDERED][:MAX_LISTED_PAIRS]
         listed += [p for p in self.pairs if p.verdict is not Verdict.UNORDERED][: max(0, MAX_LISTED_PAIRS - len(listed))]
         return {
+            **header("verdict"),
             "source": t.source, "producer": t.producer, "kernels": len(t.kernels),
             "streams": [s.to_json() for s in self.streams],
             "unattributed": self.attribution.unattributed, "no_launch_record": self.attribution.no_launch_record,
