@@ -144,8 +144,8 @@ HELP: dict[str, tuple[str | None, tuple[str, ...]]] = {  # None: the module's ow
         ("tracer demo", "tracer demo -o demo-out")),
     "doctor": (
         "What tracer needs on this machine, looked up as the commands look it up: shipped files, GPU, driver, "
-        "torch, NVRTC, CUPTI, nsys, ncu, compute-sanitizer; with advice for each missing piece. Exit 3 when a "
-        "required one is missing.",
+        "torch, NVRTC, CUPTI, nsys, ncu, compute-sanitizer; with advice for each missing piece. Fails when a "
+        "required one is missing (exit 5).",
         ("tracer doctor", "tracer doctor --json")),
     "completion": (
         "Print a shell completion script for tracer's commands, subcommands and options.",
