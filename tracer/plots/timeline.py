@@ -187,10 +187,11 @@ def draw_arrows(ax: Axes, data: TimelineData, gpu_y: list[float]) -> None:
         for ar in data.arrows:
             y0, y1 = _ends(gpu_y[ar.lane0], gpu_y[ar.lane1])
             extra = ar.kind == HAZARD and (ar.x1_us, ar.lane1) in bundles
-            ax.annotate("", xy=(ar.x1_us, y1), xytext=(ar.x0_us, y0), zorder=5,
-                        arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
-                                    "lw": 0.8 if extra else _arrow_width(ar.kind), "alpha": 0.5 if extra else 1.0,
-                                    "linestyle": _arrow_style(ar.kind), "shrinkA": 0, "shrinkB": 0})
+            note = ax.annotate("", xy=(ar.x1_us, y1), xytext=(ar.x0_us, y0), zorder=5,
+                               arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
+                                           "lw": 0.8 if extra else _arrow_width(ar.kind), "alpha": 0.5 if extra else 1.0,
+                                           "linestyle": _arrow_style(ar.kind), "shrinkA": 0, "shrinkB": 0})
+            note.arrow_patch.set_clip_box(ax.bbox)  # an edge from before the window stops at the axes, not in the labels
             if ar.kind == HAZARD:
                 bundles.setdefault((ar.x1_us, ar.lane1), []).append(ar.label.replace(" hazard", ""))
         _hazard_labels(ax, data, gpu_y, bundles)
