@@ -1,5 +1,5 @@
 """Command-line entry point: argparse subcommands, and the one place errors become exit codes
-(tracer/errors.py has the table; README lists it)."""
+(tracer/errors.py has the table; docs/exit-codes.md lists it)."""
 from __future__ import annotations
 
 import argparse
