@@ -17,7 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 # What an sdist holds (MANIFEST.in): the build files, the package and the folders setup.py ships.
-SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "tracer", "kernels", "profiles")
+SOURCES = ("pyproject.toml", "setup.py", "MANIFEST.in", "README.md", "LICENSE", "tracer", "kernels", "profiles")
 
 
 def copy_sources(dest: Path) -> None:

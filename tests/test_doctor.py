@@ -41,7 +41,7 @@ def test_doctor_without_a_gpu_says_what_works_without(capsys: pytest.CaptureFixt
 def test_doctor_json_shape(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["doctor", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
-    assert set(doc) == {"ok", "checks", "advice"} and doc["ok"] is True
+    assert set(doc) == {"schema", "kind", "ok", "checks", "advice"} and doc["ok"] is True and doc["kind"] == "doctor"
     assert all(set(c) == {"name", "found", "version", "hint", "needed_by", "required"} for c in doc["checks"])
     names = [c["name"] for c in doc["checks"]]
     for name in ("kernel sources", "workload profiles", "default suppressions", "cupti-python", "libcupti",

@@ -52,6 +52,10 @@ def test_wheel_ships_kernels_profiles_suppressions_and_demo_data(wheel: Path) ->
     assert "tracer/data/demo/linear_backward_planted.sqlite" in demo and demo <= names
     assert "tracer/resources.py" in names and "tracer/cli.py" in names
     assert "tracer/capture/boot/sitecustomize.py" in names  # trace run's bootstrap (a folder, not a package)
+    from tracer.schemas import KINDS
+
+    assert {f"tracer/data/schemas/{k}.schema.json" for k in KINDS} <= names  # the JSON contracts
+    assert any(n.endswith("LICENSE") for n in names)
 
 
 def test_wheel_has_only_the_tracer_top_level(wheel: Path) -> None:

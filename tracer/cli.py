@@ -1,5 +1,5 @@
 """Command-line entry point: argparse subcommands, and the one place errors become exit codes
-(tracer/errors.py has the table; README lists it)."""
+(tracer/errors.py has the table; docs/exit-codes.md lists it)."""
 from __future__ import annotations
 
 import argparse
@@ -9,14 +9,21 @@ import sys
 import traceback
 from collections.abc import Sequence
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from tracer import __version__
 from tracer.errors import InternalError, OutputError, TracerError
+from tracer.helptext import apply as apply_help
 from tracer.textsafe import TerminalStream, shown
+
+if TYPE_CHECKING:
+    from tracer.progress import Spinner
 
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
-COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor")
+COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor", "completion")
+# Commands that work silently (the `run` actions and sanitize print their own progress lines instead).
+SPINNER_COMMANDS = ("trace", "plot", "report", "demo", "profile", "campaign")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 
@@ -44,6 +51,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
             command_module(name).add_parser(sub)
         else:
             sub.add_parser(name)
+    apply_help(parser)
     return parser
 
 
@@ -64,6 +72,33 @@ def with_default_action(parser: argparse.ArgumentParser, argv: list[str]) -> lis
     if rest and (rest[0] in _actions(_actions(parser)[argv[at]]) or rest[0] in ("-h", "--help")):
         return argv
     return argv[:at + 1] + [default] + rest
+
+
+def parse(parser: argparse.ArgumentParser, argv: list[str]) -> argparse.Namespace:
+    """argparse's parse_args, except that unknown extra arguments are refused with the usage of the
+    subcommand they were given to (argparse's own names only the top-level usage)."""
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        deepest = parser
+        for word in argv:
+            deepest = _actions(deepest).get(word, deepest)
+        deepest.error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
+
+
+def terminal_output(args: argparse.Namespace) -> Spinner | None:
+    """At a terminal: colour on stdout (not for --json, nor with NO_COLOR) and, for the commands that
+    read and judge, a spinner on stderr after 2 s that goes away before the result is printed."""
+    from tracer import progress, style
+
+    coloured = not getattr(args, "json", False) and style.wanted(sys.stdout)
+    action = getattr(args, f"{args.command}_command", None)
+    label = " ".join(w for w in (args.command, action) if w)
+    spinner = progress.Spinner(f"tracer {label}: working").start() if (
+        args.command in SPINNER_COMMANDS and action != "run" and progress.wanted()) else None
+    if coloured or spinner is not None:
+        sys.stdout = style.TerminalStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)  # type: ignore[assignment]
+    return spinner
 
 
 def _crash(exc: BaseException, debug: bool) -> int:
@@ -114,13 +149,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         argv, extra = argv[:cut], argv[cut + 1:]
     at, name = command_named(argv)
     parser = build_parser(None if {"-h", "--help"} & set(argv[:at]) else name)  # `tracer -h trace`: every command's help
-    args = parser.parse_args(with_default_action(parser, argv))
+    args = parse(parser, with_default_action(parser, argv))
     args.command_after_dashdash = extra
     streams = sys.stdout, sys.stderr
+    spinner = terminal_output(args)  # colour and the spinner next to the terminal; names escaped before them
     sys.stdout, sys.stderr = TerminalStream(sys.stdout, _stdout_failed), TerminalStream(sys.stderr, _stdout_failed)
     try:
         return _run(args)
     finally:
+        if spinner is not None:
+            spinner.stop()
+        if sys.stdout is not streams[0]:
+            try:
+                sys.stdout.flush()
+            except OSError:
+                pass
         sys.stdout, sys.stderr = streams
 
 
@@ -144,6 +187,12 @@ def _run(args: argparse.Namespace) -> int:
         return _crash(exc, args.debug)
     except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
         return _crash(exc, args.debug)
+    finally:
+        if spinner is not None:
+            spinner.stop()
+        if sys.stdout is not plain:
+            sys.stdout.flush()
+            sys.stdout = plain
 
 
 if __name__ == "__main__":

@@ -142,10 +142,33 @@ def readable(path: Path) -> Path:
     return path
 
 
+SANITIZER_XML_ROOT = b"<ComputeSanitizerOutput"
+
+
+def sanitizer_xml(path: Path) -> bool:
+    """compute-sanitizer's own XML (--xml --save FILE.xml), by its root element."""
+    if path.suffix.lower() != ".xml" or not path.is_file():
+        return False
+    with path.open("rb") as fh:
+        return SANITIZER_XML_ROOT in fh.read(4096)
+
+
+def import_sanitizer_xml(path: Path) -> Artifact:
+    """A raw compute-sanitizer XML judged as `tracer sanitize import FILE.xml` judges it (shipped suppressions)."""
+    from tracer.artifact import SanitizeRun
+    from tracer.sanitize.plan import load_suppressions
+    from tracer.sanitize.runner import import_outputs
+
+    return SanitizeRun(path, (import_outputs(path, None, load_suppressions([])),))
+
+
 def open_source(path: Path) -> Artifact:
-    """The artifact at path (a trace file keeps the name it was given, an .nsys-rep too)."""
+    """The artifact at path (a trace file keeps the name it was given, an .nsys-rep too; a raw
+    compute-sanitizer XML is imported)."""
     from tracer.artifact import TraceRun, open_artifact
 
+    if sanitizer_xml(path):
+        return import_sanitizer_xml(path)
     art = open_artifact(readable(path))
     return replace(art, path=path) if isinstance(art, TraceRun) and art.run_dir is None else art
 

@@ -41,7 +41,9 @@ class Report:
         return not any(c.missing_required for c in self.checks)
 
     def to_json(self) -> dict[str, object]:
-        return {"ok": self.ok, "checks": [asdict(c) for c in self.checks], "advice": list(self.advice)}
+        from tracer.schemas import header
+
+        return {**header("doctor"), "ok": self.ok, "checks": [asdict(c) for c in self.checks], "advice": list(self.advice)}
 
 
 def _probe(name: str, needed_by: str, required: bool, find: Callable[[], str]) -> Check:

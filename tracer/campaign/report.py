@@ -33,7 +33,7 @@ def report_data(store: Store, baseline: str | None) -> dict[str, Any]:
     by_label = {c.label: c for c in cells}
     rows = [_row(store, c, by_label, profile.get("sprt", {})) for c in summary]
     env = store.meta_json("environment")
-    return {"campaign": store.meta("name"), "baseline": base, "cells": rows, "crashes": store.crashes(),
+    return {"schema": 1, "kind": "campaign-report", "campaign": store.meta("name"), "baseline": base, "cells": rows, "crashes": store.crashes(),
             "trials_needed": {"1%": trials_needed(0.01), "0.1%": trials_needed(0.001)},
             "environment": env, "gpu": (env.get("gpu") or {}).get("name")}
 

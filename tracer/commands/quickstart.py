@@ -43,6 +43,9 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     for line in rec.notices(listed=rec.job):
         print(line, file=sys.stderr)
     print(format_result(rec.analysis))
+    from tracer.report.demo import NEXT_STEPS
+
+    print("\n".join(NEXT_STEPS[:3]), file=sys.stderr)  # the same commands on one's own program
     if rec.target_failure:
         raise TargetFailed(rec.target_failure)
     return 0

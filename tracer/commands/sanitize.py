@@ -40,8 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--shape", help="shape override of a built-in workload")
     r.add_argument("--variant", action="append", default=[], help="kernel variant of a built-in workload (repeatable)")
     i = ss.add_parser("import", help="verdicts from compute-sanitizer output made elsewhere")
-    i.add_argument("file", type=Path, help="FILE.xml (FILE.log beside it, or FILE.txt, is read too) or a text log")
-    i.add_argument("--log", type=Path, help="the text output of FILE.xml (default FILE.log or FILE.txt beside it)")
+    i.add_argument("files", type=Path, nargs="+", metavar="FILE", help="FILE.xml (and FILE.log or .txt), text log, folder")
+    i.add_argument("--log", type=Path, help="the text output of one FILE.xml (default FILE.log or FILE.txt beside it)")
     s = ss.add_parser("selftest", help="every planted workload and the clean one under every tool")
     s.add_argument("--filter", choices=("on", "off"), default="off", help="with the profiles' kernel filters, or not (default)")
     for flag, (where, kw) in SHARED.items():
@@ -83,10 +83,10 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_import(args: argparse.Namespace) -> int:
     from tracer.sanitize.plan import load_suppressions
-    from tracer.sanitize.runner import import_outputs
+    from tracer.sanitize.runner import import_many
 
     rules = load_suppressions(args.suppressions, not args.no_default_suppressions)
-    return emit([import_outputs(args.file, None if args.tool == "all" else parse_tools(args.tool)[0].value, rules, args.log)], args)
+    return emit(import_many(args.files, None if args.tool == "all" else parse_tools(args.tool)[0].value, rules, args.log), args)
 
 
 def cmd_selftest(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ from tracer.ncu.container import inspect
 from tracer.ncu.csvraw import read_csv
 from tracer.ncu.records import NcuReport
 
-INSTALL_READER = "pip install ncu-report (or tracer[ncu])"
+INSTALL_READER = "pip install ncu-report (or tracer-nsight[ncu])"
 
 
 def csv_beside(report: Path) -> Path:

@@ -13,7 +13,7 @@ ENV = "TRACER_NCU"  # an explicit ncu binary wins over PATH
 CANDIDATES = ("/usr/local/cuda/bin/ncu", "/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/nsight-compute*/ncu")
 GET_NCU = ("install Nsight Compute (the CUDA toolkit's nsight-compute package, or NVIDIA's standalone "
            f"installer) and put ncu on PATH, or set {ENV}=/path/to/ncu")
-GET_READER = "pip install ncu-report (or tracer[ncu]): reads .ncu-rep files on any machine, no GPU needed"
+GET_READER = "pip install ncu-report (or tracer-nsight[ncu]): reads .ncu-rep files on any machine, no GPU needed"
 
 
 @dataclass(frozen=True)

@@ -121,5 +121,5 @@ def job_events(ja: JobAnalysis) -> list[dict]:
 
 def write_perfetto(a: Analysis | JobAnalysis, out: Path) -> int:
     events = perfetto_events(a) if isinstance(a, Analysis) else job_events(a)
-    write_text(out, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}))
+    write_text(out, json.dumps({"traceEvents": events, "displayTimeUnit": "ns"}), make_folder=False)
     return len(events)

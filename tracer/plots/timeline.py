@@ -3,6 +3,8 @@ stream), density strips, the kernels of pairs and hazards outlined on top, arrow
 below the axes listing only what is drawn. What to draw is decided in tracer.trace.timeline."""
 from __future__ import annotations
 
+from collections import Counter
+
 from pathlib import Path
 
 import matplotlib
@@ -52,7 +54,7 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     rows: list[tuple[float, str]] = []  # (centre y, tick label)
     y = 0.0
     for rl in data.range_lanes:  # CPU lanes on top
-        _draw_range_lane(ax, rl, y)
+        _draw_range_lane(ax, rl, y, (data.window_us[1] - data.window_us[0]) / (size[0] * 100))
         rows.append((y + LANE_H / 2, rl.label))
         y += 1
     gpu_y = []
@@ -68,12 +70,40 @@ def draw_timeline(data: TimelineData, size: tuple[float, float] = (16, 7)) -> Fi
     _draw_marks(ax, data.marks, gpu_y, colors)
     draw_arrows(ax, data, gpu_y)
     _axes(ax, data, rows, y)
-    fig.suptitle(data.title, fontsize=12)
-    ax.set_title(f"{data.subtitle}\n{data.hint}", fontsize=9)  # drawn as plain text (tracer.plots.text)
+    _titles(fig, data)
+    subtitle = "\n".join((*wrap_parts(data.subtitle, size[0]), *wrap_parts(data.hint, size[0])))
+    ax.set_title(subtitle, fontsize=9)  # drawn as plain text (tracer.plots.text)
     handles = legend_handles(data, colors)
     fig.legend(handles=handles, loc="outside lower center", ncol=legend_columns(handles, size[0]), fontsize=8, frameon=False)
     _label_bars(fig, ax, data, gpu_y)
     return fig
+
+
+LABEL_GAP = 0.06  # of the window's width: about 90 px at the default size
+
+
+def _titles(fig: Figure, data: TimelineData) -> None:
+    """The title, and under it in red what it must warn of (a rank that died), never cut off."""
+    if not data.alert:
+        fig.suptitle(data.title, fontsize=12)
+        return
+    fig.suptitle(f"{data.title}\nWARNING: {data.alert}", fontsize=12, color="#b00000")
+
+
+SUBTITLE_CHARS_PER_INCH = 14  # 9 pt DejaVu Sans at 100 dpi: about 7 px a character
+
+
+def wrap_parts(text: str, width_in: float, sep: str = "  ·  ") -> list[str]:
+    """Lines of at most the figure's width, broken between the parts of a subtitle (never inside one,
+    unless a part alone is wider): nothing is cut off at the figure's edge."""
+    width, lines, cur = max(40, int(width_in * SUBTITLE_CHARS_PER_INCH)), [], ""
+    for part in text.split(sep):
+        joined = f"{cur}{sep}{part}" if cur else part
+        if cur and len(joined) > width:
+            lines.append(cur)
+            joined = part
+        cur = joined
+    return [*lines, cur] if cur else lines
 
 
 def _axes(ax: Axes, data: TimelineData, rows: list[tuple[float, str]], height: float) -> None:
@@ -86,14 +116,17 @@ def _axes(ax: Axes, data: TimelineData, rows: list[tuple[float, str]], height: f
     ax.set_xlabel(f"time ({unit}) from {data.time_from}")
 
 
-def _draw_range_lane(ax: Axes, lane: RangeLane, y: float) -> None:
+def _draw_range_lane(ax: Axes, lane: RangeLane, y: float, px_us: float) -> None:
+    """Nested ranges in rows; a white edge separates neighbours, except on bars a few pixels wide
+    (the edge would hide them)."""
     depth = int(lane.depth.max()) + 1 if len(lane.depth) else 1
     h = LANE_H / depth
-    edge = {"edgecolor": "none"} if lane.aggregated else {"edgecolor": "white", "linewidth": 0.5}
     for d in range(depth):
-        sel = lane.depth == d
-        ax.broken_barh(list(zip(lane.start_us[sel], lane.width_us[sel])), (y + d * h, h),
-                       facecolors=RANGE_COLORS[d % 2], **edge)
+        for wide in (False, True):
+            sel = (lane.depth == d) & ((lane.width_us > 6 * px_us) == wide)
+            edge = {"edgecolor": "white", "linewidth": 0.5} if wide and not lane.aggregated else {"edgecolor": "none"}
+            ax.broken_barh(list(zip(lane.start_us[sel], lane.width_us[sel])), (y + d * h, h),
+                           facecolors=RANGE_COLORS[d % 2], **edge)
 
 
 def _draw_lane(ax: Axes, lane: Lane, y: float, colors: list[str]) -> None:
@@ -150,21 +183,43 @@ def _draw_marks(ax: Axes, marks: tuple[Mark, ...], gpu_y: list[float], colors: l
 def draw_arrows(ax: Axes, data: TimelineData, gpu_y: list[float]) -> None:
     """Arrowheads while there are few; beyond MAX_ARROW_HEADS, one line collection per kind."""
     if len(data.arrows) <= MAX_ARROW_HEADS:
+        bundles: dict[tuple[float, int], list[str]] = {}  # hazards into one consumer: one label, thin extra arrows
         for ar in data.arrows:
             y0, y1 = _ends(gpu_y[ar.lane0], gpu_y[ar.lane1])
-            ax.annotate("", xy=(ar.x1_us, y1), xytext=(ar.x0_us, y0), zorder=5,
-                        arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
-                                    "lw": _arrow_width(ar.kind), "linestyle": _arrow_style(ar.kind),
-                                    "shrinkA": 0, "shrinkB": 0})
-            if ar.kind == HAZARD:  # its kind (RAW, WAR, WAW, reuse) beside the arrow
-                ax.text((ar.x0_us + ar.x1_us) / 2, (y0 + y1) / 2, ar.label.replace(" hazard", ""), fontsize=7,
-                        color=ARROW_COLORS[HAZARD], ha="center", va="bottom", clip_on=True, zorder=6)
+            extra = ar.kind == HAZARD and (ar.x1_us, ar.lane1) in bundles
+            note = ax.annotate("", xy=(ar.x1_us, y1), xytext=(ar.x0_us, y0), zorder=5,
+                               arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
+                                           "lw": 0.8 if extra else _arrow_width(ar.kind), "alpha": 0.5 if extra else 1.0,
+                                           "linestyle": _arrow_style(ar.kind), "shrinkA": 0, "shrinkB": 0})
+            note.arrow_patch.set_clip_box(ax.bbox)  # an edge from before the window stops at the axes, not in the labels
+            if ar.kind == HAZARD:
+                bundles.setdefault((ar.x1_us, ar.lane1), []).append(ar.label.replace(" hazard", ""))
+        _hazard_labels(ax, data, gpu_y, bundles)
         return
     for kind in dict.fromkeys(ar.kind for ar in data.arrows):
         segs = [tuple(zip((ar.x0_us, ar.x1_us), _ends(gpu_y[ar.lane0], gpu_y[ar.lane1]))) for ar in data.arrows
                 if ar.kind == kind]
         ax.add_collection(LineCollection(segs, colors=ARROW_COLORS.get(kind, "#444444"), zorder=5,
                                          linewidths=_arrow_width(kind) * 0.7, linestyles=_arrow_style(kind)))
+
+
+def bundle_label(kinds: list[str]) -> str:
+    """'RAW' for one hazard; 'RAW, reuse x2' for three into one consumer."""
+    counts = Counter(kinds)
+    return ", ".join(k if n == 1 else f"{k} x{n}" for k, n in counts.items())
+
+
+def _hazard_labels(ax: Axes, data: TimelineData, gpu_y: list[float], bundles: dict[tuple[float, int], list[str]]) -> None:
+    """One label per consumer, beside the arrowheads; a label that would overlap one already placed on
+    its lane (closer than LABEL_GAP of the window) is left out: the legend and --json still count it."""
+    span = data.window_us[1] - data.window_us[0]
+    placed: dict[int, list[float]] = {}
+    for (x1, lane1), kinds in sorted(bundles.items()):
+        if any(abs(x1 - x) < LABEL_GAP * span for x in placed.get(lane1, [])):
+            continue
+        placed.setdefault(lane1, []).append(x1)
+        ax.text(x1, gpu_y[lane1] - LANE_H / 2 - 0.04, bundle_label(kinds), fontsize=7, color=ARROW_COLORS[HAZARD],
+                ha="right", va="bottom", clip_on=True, zorder=6)
 
 
 def _ends(y0: float, y1: float) -> tuple[float, float]:
@@ -253,7 +308,7 @@ def save(fig: Figure, out: Path) -> Path:
     from tracer.store.atomic import atomic_output
 
     try:
-        with atomic_output(out) as tmp:
+        with atomic_output(out, make_folder=False) as tmp:
             savefig(fig, str(tmp), out.suffix[1:].lower())
     finally:
         plt.close(fig)

@@ -60,5 +60,15 @@ def run_demo(out: Path | None = None) -> str:
     write_perfetto(a, out / "trace.perfetto.json")
     build_report([trace, sanitize, campaign], "tracer demo (sample data from an H200)", "^step1/").write(out / "report.html")
     text.append(f"\nwrote {', '.join(FILES)} to {out}/ (open {out / 'report.html'})")
-    return "\n".join(text)
+    return "\n".join([*text, *NEXT_STEPS])
+
+
+NEXT_STEPS = (
+    "\nnext, on your own program (on a machine with an NVIDIA GPU):",
+    "  tracer trace run --memory -- python train.py     # ordering verdicts and memory hazards between streams",
+    "  tracer sanitize --tool all -- python train.py    # compute-sanitizer's four tools, one verdict each",
+    "or on a trace made elsewhere (no GPU needed):",
+    "  tracer trace analyze profile.sqlite              # an nsys SQLite export (or trace import FILE.nsys-rep)",
+    "  tracer sanitize import memcheck.xml              # compute-sanitizer output (--xml --save memcheck.xml)",
+)
 

@@ -61,4 +61,4 @@ class Report:
 
     def write(self, out: Path) -> Path:
         """Written under a temporary name and renamed; nothing is left behind when writing fails."""
-        return write_text(out, self.render())
+        return write_text(out, self.render(), make_folder=False)

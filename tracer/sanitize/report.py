@@ -35,7 +35,9 @@ def format_text(runs: Sequence[ToolRun]) -> str:
 
 
 def to_json(runs: Sequence[ToolRun]) -> str:
-    return json.dumps({"tracer": __version__, "runs": [r.to_json() for r in runs]}, indent=1)
+    from tracer.schemas import header
+
+    return json.dumps({**header("sanitize"), "tracer": __version__, "runs": [r.to_json() for r in runs]}, indent=1)
 
 
 def to_junit(runs: Sequence[ToolRun]) -> str:
@@ -115,9 +117,9 @@ def write_reports(runs: Sequence[ToolRun], junit: Path | None, sarif: Path | Non
 
     guard_reports(junit, sarif, inputs)
     if junit is not None:
-        write_text(junit, to_junit(runs))
+        write_text(junit, to_junit(runs), make_folder=False)
     if sarif is not None:
-        write_text(sarif, to_sarif(runs, SOURCE_ROOT))
+        write_text(sarif, to_sarif(runs, SOURCE_ROOT), make_folder=False)
 
 
 def raise_if_not_clean(runs: Sequence[ToolRun]) -> None:

@@ -161,6 +161,26 @@ def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: P
     return verdict(Tool(name), path.stem, res, xml, text, rules, "unknown", files, has_text=log_path is not None)
 
 
+def import_many(paths: list[Path], tool: str | None, rules: tuple[Rule, ...], log: Path | None = None) -> list[ToolRun]:
+    """import_outputs of each file; a folder stands for its .xml files (refused when it has none)."""
+    files = [f for p in paths for f in import_files(p)]
+    if log is not None and len(files) > 1:
+        raise UsageError(f"--log goes with one XML file; {len(files)} files were given ({', '.join(f.name for f in files[:3])}...)")
+    return [import_outputs(f, tool, rules, log) for f in files]
+
+
+def import_files(path: Path) -> list[Path]:
+    """The file, or a folder's .xml files (sorted): the text output beside each is found by import_paths."""
+    if not path.is_dir():
+        return [path]
+    xml = sorted(path.glob("*.xml"))
+    if not xml:
+        others = sorted(p.name for p in path.iterdir())[:5]
+        raise UsageError(f"{path}: a folder with no compute-sanitizer .xml file in it (found: {', '.join(others) or 'nothing'}); "
+                         "give FILE.xml or a text log, or `tracer report DIR` for a `tracer sanitize` output folder")
+    return xml
+
+
 def import_paths(path: Path, log: Path | None) -> tuple[Path | None, Path | None]:
     """(XML, text output) for `sanitize import PATH [--log LOG]`; None where there is none."""
     if path.suffix != ".xml":

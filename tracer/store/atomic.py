@@ -30,12 +30,21 @@ def temp_name(path: Path) -> Path:
     return path.with_name(f".{stem}{tag}")
 
 
+def missing_folder(path: Path) -> OutputError:
+    return OutputError(f"cannot write {path}: folder {path.parent} does not exist (a file output's folder is not "
+                       "created: make it first, or pick another path)")
+
+
 @contextmanager
-def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
-    """Yield a temporary path to write; it becomes `path` when the block completes."""
+def atomic_output(path: Path, fsync: bool = False, make_folder: bool = True) -> Iterator[Path]:
+    """Yield a temporary path to write; it becomes `path` when the block completes. make_folder=False
+    for a file the user named (-o x.png): a missing folder is refused, not created (a typo in it
+    would otherwise scatter outputs)."""
     check_name(path)
     check_kind(path)
     tmp = temp_name(path)
+    if not make_folder and not path.parent.is_dir():
+        raise missing_folder(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         yield tmp
@@ -50,8 +59,8 @@ def atomic_output(path: Path, fsync: bool = False) -> Iterator[Path]:
         raise
 
 
-def write_text(path: Path, text: str, fsync: bool = False) -> Path:
-    with atomic_output(path, fsync) as tmp:
+def write_text(path: Path, text: str, fsync: bool = False, make_folder: bool = True) -> Path:
+    with atomic_output(path, fsync, make_folder) as tmp:
         tmp.write_text(text, encoding="utf-8", errors="backslashreplace")  # a lone surrogate from a trace name
     return path
 

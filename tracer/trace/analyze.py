@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer.errors import UsageError
+from tracer.schemas import header
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
@@ -124,6 +125,7 @@ class Analysis:
         listed = [p for p in self.pairs if p.verdict is Verdict.UNORDERED][:MAX_LISTED_PAIRS]
         listed += [p for p in self.pairs if p.verdict is not Verdict.UNORDERED][: max(0, MAX_LISTED_PAIRS - len(listed))]
         return {
+            **header("verdict"),
             "source": t.source, "producer": t.producer, "kernels": int((t.kernels.kinds() == 0).sum()),
             "operations": {kind.value: int((t.kernels.kinds() == i).sum()) for i, kind in enumerate(OP_KINDS)},
             "graph_launches": self.graphs.to_json(),
@@ -167,7 +169,7 @@ class Analysis:
             out.append(f"records were lost at capture ({', '.join(self.trace.record_errors)}): the trace is incomplete")
         return out
 
-    def report_lines(self) -> list[str]:
+    def report_lines(self, hazards: bool = True) -> list[str]:
         """What the text report says beyond streams and pairs: warnings, attribution rules, notes, hazards."""
         lines = [f"warning: {w}" for w in self.warnings]
         rules = self.attribution.rule_counts()
@@ -178,7 +180,7 @@ class Analysis:
         if guessed:
             lines.append(f"note: {guessed} CUDA graph launch(es) ordered on the stream of their first operation (the trace "
                          "does not say which stream they were launched on; `trace run --memory` records it)")
-        if self.hazards is not None:
+        if hazards and self.hazards is not None:
             lines += self.hazards.text_lines()
         return lines
 

@@ -24,6 +24,7 @@ from tracer.trace.attribution import Attribution
 from tracer.trace.graphs import InternalPairs, Launches, internal_pairs
 from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
 from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges, lex_search
+from tracer.trace.names import ellipsize, text_name
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
 MAX_LISTED_HAZARDS = 200
@@ -209,8 +210,9 @@ class Hazards:
         lines += [f"  launch arguments unknown: {k} x{n} ({r})" for k, n, r in self.launch_unknown[:10]]
         for h in self.listed[:shown]:
             may = " (may)" if h.may else ""
-            lines.append(f"  {h.kind.value}{may:<6} {h.producer.range} [{h.producer.kernel}, s{h.producer.stream}] -> "
-                         f"{h.consumer.range} [{h.consumer.kernel}, s{h.consumer.stream}] {h.bytes} B at {h.address:#x}, "
+            lines.append(f"  {h.kind.value}{may:<6} {ellipsize(h.producer.range, 60)} [{text_name(h.producer.kernel)}, "
+                         f"s{h.producer.stream}] -> {ellipsize(h.consumer.range, 60)} [{text_name(h.consumer.kernel)}, "
+                         f"s{h.consumer.stream}] {h.bytes} B at {h.address:#x}, "
                          f"gap {h.gap_ns / 1e3:.1f} us")
         if len(self.listed) > shown:
             lines.append(f"  ... {self.found - shown} more (--json lists up to {MAX_LISTED_HAZARDS})")

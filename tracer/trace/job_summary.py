@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from tracer.errors import TraceFormatError, UsageError
+from tracer.schemas import header
 from tracer.trace.analyze import Analysis, analyze
 from tracer.trace.job import Job, JobProcess, Outcome
 from tracer.trace.model import Trace
@@ -169,7 +170,7 @@ class JobAnalysis:
         for _, a in traced:
             counts.update(a.pair_counts)
         return {
-            "source": str(self.job.run_dir), "kind": "job", "pair_spec": self.pair_spec.to_json(),
+            **header("job"), "source": str(self.job.run_dir), "pair_spec": self.pair_spec.to_json(),
             "kernels": sum(int((a.trace.kernels.kinds() == 0).sum()) for _, a in traced), "pair_counts": dict(counts),
             "complete": not self.incomplete, "incomplete": self.incomplete_lines(),
             "job": {

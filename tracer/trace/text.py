@@ -2,9 +2,12 @@
 verdict, then the streams; about a screen long whatever the trace's size (`--json` lists more)."""
 from __future__ import annotations
 
+from collections import Counter
+
 from tracer.textsafe import lines_text
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
 from tracer.trace.model import OP_KINDS, OpKind, Trace, raw_id
+from tracer.trace.names import ellipsize, text_name
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -49,7 +52,8 @@ def counts_text(counts: dict[str, int]) -> str:
 
 
 def pair_line(p: PairVerdict, trace: Trace | None = None) -> str:
-    return (f"{p.producer} [{stream_text(p.producer_stream, trace)}] -> {p.consumer} [{stream_text(p.consumer_stream, trace)}], "
+    return (f"{ellipsize(p.producer, 80)} [{stream_text(p.producer_stream, trace)}] -> {ellipsize(p.consumer, 80)} "
+            f"[{stream_text(p.consumer_stream, trace)}], "
             f"gap {p.gap_ns / 1e3:.1f} us")
 
 
@@ -89,11 +93,41 @@ def operations_text(t: Trace) -> str:
             f"{n[OpKind.MEMSET]} memset)")
 
 
+def no_pairs_reason(a: Analysis) -> str:
+    """Why `--pairs all` judged no pair: pairs are between streams of one device."""
+    per_device = Counter(s.device for s in a.streams)
+    if not per_device:
+        return "the trace has no kernels"
+    if max(per_device.values()) < 2:
+        return (f"pairs are judged between streams of one device, and each of the {len(per_device)} device(s) here ran "
+                "kernels on one stream only (nothing runs concurrently on a device to misorder)")
+    return "no kernel has an earlier kernel on another stream of its device"
+
+
+def pair_lines(a: Analysis) -> list[str]:
+    """The pair verdicts; none when no pairs were asked for (hazards judge instead: a note says so)."""
+    if a.pair_spec.mode is PairMode.NONE:
+        return []
+    head = f"pairs ({pair_spec_text(a.pair_spec)})"
+    if a.pair_spec.mode is PairMode.ALL and not sum(a.pair_counts.values()):
+        return [f"{head}: none to judge: {no_pairs_reason(a)}"]
+    return [f"{head}: {counts_text(a.pair_counts)}", *verdict_lines(a)]
+
+
+def unknown_waits_note(a: Analysis) -> list[str]:
+    if not a.unmatched_waits:
+        return []
+    return [f"note: {a.unmatched_waits} stream wait(s) on an event whose record is not in the trace (the capture did not "
+            "record cudaEventRecord: nsys needs --cuda-event-trace=true): they order nothing here, so a pair only they "
+            "order shows as UNORDERED"]
+
+
 def format_analysis(a: Analysis) -> str:
     t = a.trace
+    hazards = a.hazards.text_lines() if a.hazards is not None else []
     lines = [f"{t.source}: {t.producer}",
-             f"pairs ({pair_spec_text(a.pair_spec)}): {counts_text(a.pair_counts)}",
-             *verdict_lines(a),
+             *pair_lines(a),
+             *hazards,
              f"{operations_text(t)} on {len(a.streams)} stream(s)"
              + (f" of {len(t.processes)} processes (pids {', '.join(map(str, t.processes))})" if t.multi_process else "") + ", "
              f"{len(t.ranges.start)} NVTX ranges, "
@@ -101,5 +135,6 @@ def format_analysis(a: Analysis) -> str:
              f"record), {len(t.records)} event records, {a.event_edges} event edges, {a.unmatched_waits} waits on "
              "unknown records",
              *stream_lines(a.streams),
-             *a.report_lines()]
+             *a.report_lines(hazards=False),
+             *unknown_waits_note(a)]
     return lines_text(lines)

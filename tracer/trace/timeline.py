@@ -24,6 +24,8 @@ import numpy as np
 
 from tracer.errors import UsageError
 from tracer.trace.analyze import Analysis, PairVerdict
+from tracer.trace.names import ellipsize as _ellipsize
+from tracer.trace.names import short_name
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 from tracer.trace.selection import parse_range, require_shown
@@ -35,6 +37,7 @@ FAMILIES = ("cast_transpose", "dgrad", "wgrad", "amax_update", "check")  # trace
 OTHER, CHECK = "other", "check"
 TOP_CATEGORIES = 8  # categories besides "other"
 MAX_BARS_PER_LANE = 3000
+MIN_BAR_PX = 3  # a kernel or range shorter than a pixel is drawn this wide: two short kernels must not look like none
 MAX_ARROWS_PER_KIND = 150  # beyond: a density strip
 MAX_DRAWN_PAIRS = 1000  # pairs looked at for drawing, UNORDERED first
 MAX_LANES = 40  # stream lanes drawn; beyond, the quietest streams fold into one lane per device
@@ -133,6 +136,7 @@ class TimelineData:
     marks: tuple[Mark, ...]
     strips: tuple[Strip, ...]
     time_from: str = "the first kernel"  # what the time axis counts from
+    alert: str = ""  # what the title must warn of (a rank that died: "rank 1 PARTIAL"), shown in red
 
 
 class HazardLike(Protocol):
@@ -169,33 +173,11 @@ def time_unit(span_us: float) -> tuple[str, float]:
     return "µs", 1.0
 
 
-def short_name(name: str, width: int = 56) -> str:
-    """A kernel name a legend can hold: no `void`, argument list, namespaces or integer casts; cut to width."""
-    s = re.sub(r"\bvoid ", "", name.replace("(anonymous namespace)::", ""))
-    depth = 0
-    for i, ch in enumerate(s):
-        depth += 1 if ch in "<[" else -1 if ch in ">]" else 0
-        if ch == "(" and depth == 0 and i > 0:
-            s = s[:i]
-            break
-    s = re.sub(r"\b[A-Za-z_]\w*::", "", s)
-    s = re.sub(r"\((?:unsigned )?(?:int|long|short|char)\)", "", s)
-    return _ellipsize(re.sub(r"\s+", " ", s).strip() or name.strip(), width)
-
-
-def _ellipsize(s: str, width: int, middle: bool = False) -> str:
-    if len(s) <= width:
-        return s
-    if middle:
-        return s[: width // 2 - 1] + "…" + s[-(width - width // 2):]
-    return s[: width - 1] + "…"
-
-
 def distinct_short_names(names: Sequence[str], width: int = 56) -> list[str]:
-    """short_name of each; names whose short forms collide show their start, then the text from
-    where they differ; still equal ones are numbered."""
+    """short_name of each (template arguments elided); names whose short forms collide show their
+    start, then the text from where they differ; still equal ones are numbered."""
     full = [short_name(n, 10_000) for n in names]
-    out = [_ellipsize(f, width) for f in full]
+    out = [short_name(n, width) for n in names]  # template arguments elided where the name is long
     for short in {o for o in out if out.count(o) > 1}:
         group = [i for i, o in enumerate(out) if o == short]
         common = len(os.path.commonprefix([full[i] for i in group]))
@@ -540,7 +522,7 @@ def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat:
     u, inv = np.unique(a.trace.kernels.name[idx], return_inverse=True)
     short = [short_name(a.trace.strings[int(i)], 60) for i in u]
     return Lane(f"{name} ({_plural(n, unit)})", key[0], key[1], st,
-                np.maximum(en - st, view.px_us), cat, tuple(short[i] for i in inv), n, None)
+                np.maximum(en - st, MIN_BAR_PX * view.px_us), cat, tuple(short[i] for i in inv), n, None)
 
 
 def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | None,
@@ -561,7 +543,9 @@ def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | N
             out.append(RangeLane(label + " (aggregated)", st, np.maximum(wd, view.px_us), depth, (), True))
             continue
         names = tuple(t.strings[int(i)] for i in r.text[idx])
-        out.append(RangeLane(label, st, np.maximum(en - st, view.px_us), depth, names, False))
+        if float((en - st).max()) < view.px_us:  # else it would look empty: say why it is thin
+            label += f" ({_plural(len(idx), 'short range')})"
+        out.append(RangeLane(label, st, np.maximum(en - st, MIN_BAR_PX * view.px_us), depth, names, False))
     return tuple(out)
 
 
@@ -682,10 +666,11 @@ def job_timeline_data(ja: JobAnalysis, window: tuple[float, float] | None = None
     c = ja.summary.clock
     clock = f"clocks aligned, error {c.error_ns / 1e3:.1f} us ({c.basis})" if c.error_ns is not None else \
         "clock alignment UNKNOWN"
-    missing = [f"{p.label} {p.outcome.value.upper()}" for p in ja.incomplete]
-    return _timeline(parts, window, range_regex, show_pairs, width_px,
-                     f"stream timeline: job {ja.job.run_dir.name}", (clock, *missing),
-                     f"{len(parts)} process{'es' if len(parts) > 1 else ''} with kernels, ", "the first kernel of any process (aligned clocks)")
+    missing = ", ".join(f"{p.label} {p.outcome.value.upper()}" for p in ja.incomplete)
+    data = _timeline(parts, window, range_regex, show_pairs, width_px, f"stream timeline: job {ja.job.run_dir.name}",
+                     (clock,), f"{len(parts)} process{'es' if len(parts) > 1 else ''} with kernels, ",
+                     "the first kernel of any process (aligned clocks)")
+    return replace(data, alert=missing)
 
 
 def _moved(ar: Arrow, kernels: int, lanes: int) -> Arrow:

@@ -31,6 +31,7 @@ class RunReport:
     def to_json(self) -> dict[str, object]:
         s = self.spec
         return {
+            "schema": 1,  # tracer/schemas.py VERSION (`kind` here is the workload's kind, older than the header)
             "workload": s.name, "kind": s.kind.value, "variant": s.variant.value, "config": self.config,
             "shape": {"tokens": s.tokens, "hidden": s.hidden, "out_features": s.out_dim},
             "layers": s.layers, "microbatches": s.microbatches, "checkpointing": s.checkpointing,
