@@ -187,12 +187,6 @@ def _run(args: argparse.Namespace) -> int:
         return _crash(exc, args.debug)
     except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
         return _crash(exc, args.debug)
-    finally:
-        if spinner is not None:
-            spinner.stop()
-        if sys.stdout is not plain:
-            sys.stdout.flush()
-            sys.stdout = plain
 
 
 if __name__ == "__main__":

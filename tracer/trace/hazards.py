@@ -417,7 +417,7 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_la
     return Hazards(True, int((with_memory & kernel).sum()), int((~with_memory & kernel).sum()),
                    int(_unjudged(index, with_memory).sum()), _launch_unknown(trace, memory), tuple(counts.items()), listed,
                    len(memory.queries.corr), index.unmatched_queries, _graph_kernels(trace, with_memory),
-                   coverage(trace, index, with_memory, branched))
+                   coverage=coverage(trace, index, with_memory, branched))
 
 
 def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray,
