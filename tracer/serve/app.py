@@ -340,7 +340,7 @@ def build_app(settings: Settings) -> Starlette:
         s = srv(request)
         if s.s.read_only:
             return _error(403, "this server is read-only (--read-only): nothing can be imported")
-        name = Path(request.query_params.get("name", "")).name
+        name = request.query_params.get("name", "")
         if not re.fullmatch(r"[A-Za-z0-9._-]{1,100}", name) or not name.lower().endswith(UPLOAD_SUFFIXES):
             return _error(400, f"name {name!r}: a file name ending in {', '.join(UPLOAD_SUFFIXES)} (letters, digits, . _ -)")
         folder = s.s.state_dir / "uploads"

@@ -71,3 +71,15 @@ function matters(row) {
   }
   return "";
 }
+
+function shortName(name) {
+  // A kernel's name without its template arguments and parameters (the full name stays in a title).
+  let s = String(name).replace(/^void /, "");
+  let out = "", depth = 0;
+  for (const ch of s) {
+    if (ch === "<" || ch === "(") { if (depth === 0) out += ch === "<" ? "<…>" : "(…)"; depth++; continue; }
+    if (ch === ">" || ch === ")") { depth = Math.max(0, depth - 1); continue; }
+    if (depth === 0) out += ch;
+  }
+  return out.length > 90 ? out.slice(0, 89) + "…" : out;
+}

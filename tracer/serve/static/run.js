@@ -8,13 +8,15 @@ let tl = null;
 function section(title, ...kids) { return el("div", { cls: "card" }, el("h2", { text: title }), ...kids); }
 function para(text, cls) { return el("p", { text, cls }); }
 
-function side(s) { return `${s.kernel} [${s.range || "no range"}, stream ${s.stream}]`; }
+function side(s) {
+  return el("span", { title: s.kernel, text: `${shortName(s.kernel)} [${s.range || "no range"}, stream ${s.stream}]` });
+}
 
 function hazardTable(hz, process, offset) {
   const rows = hz.listed.map((h, i) => {
     const tr = el("tr", { cls: "clickable hazard", "data-index": i, tabindex: 0, title: "click: highlight both operations in the timeline" },
       el("td", { text: h.kind + (h.may ? " (may)" : "") }),
-      el("td", { text: side(h.producer) }), el("td", { text: side(h.consumer) }),
+      el("td", {}, side(h.producer)), el("td", {}, side(h.consumer)),
       el("td", { text: fmtNs(h.gap_ns) }),
       el("td", { text: h.memory ? `${h.memory.bytes.toLocaleString()} B at 0x${h.memory.address.toString(16)}` : "" }),
       el("td", { text: h.memory && h.memory.allocation ? h.memory.allocation.label : "" }));

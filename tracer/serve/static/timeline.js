@@ -78,7 +78,7 @@ class Timeline {
       drawn++;
       if (ops.n[k] === 1 && xb - xa > 40) {
         ctx.globalAlpha = 1; ctx.fillStyle = "#111";
-        ctx.fillText(this.clip(d.names[ops.name[k]] || "", xb - xa - 4), xa + 2, y + h / 2);
+        ctx.fillText(this.clip(shortName(d.names[ops.name[k]] || ""), xb - xa - 4), xa + 2, y + h / 2);
       }
     }
     ctx.globalAlpha = 1;

@@ -1,0 +1,42 @@
+"""Run folders for the `tracer serve` tests, made from captured fixtures by the CLI itself: a
+`--memory` trace of tests/gpu/programs/raw_no_wait.py (H200) imported by `tracer trace import`, the
+killed-rank DDP job of tests/data/jobs analysed by `tracer trace analyze --json`, the demo's
+sanitizer selftest report and an Nsight Compute profile run."""
+from __future__ import annotations
+
+import contextlib
+import io
+import shutil
+from pathlib import Path
+
+from tracer.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT / "tests" / "data"
+HAZARD_TRACE = DATA / "hazards" / "raw_no_wait.sqlite"
+SLEEPER = "import time; time.sleep(120)"
+
+
+def make_runs(root: Path) -> dict[str, Path]:
+    runs = {"raw": root / "traces" / "raw_no_wait", "job": root / "jobs" / "ddp_killed", "san": root / "san",
+            "prof": root / "prof"}
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["trace", "import", str(HAZARD_TRACE), "-o", str(runs["raw"])]) == 0
+        shutil.copytree(DATA / "jobs" / "ddp_nccl_killed", runs["job"])
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            main(["trace", "analyze", str(runs["job"]), "--json"])
+    (runs["job"] / "verdict.json").write_text(out.getvalue())
+    shutil.copytree(ROOT / "tracer" / "data" / "demo" / "sanitize", runs["san"])
+    runs["prof"].mkdir()
+    shutil.copy(DATA / "ncu" / "variants" / "profile.json", runs["prof"] / "profile.json")
+    return runs
+
+
+def jobs_file(path: Path, python: str) -> Path:
+    """An allow-list with the CPU workload and two named commands (a quick one, a sleeper)."""
+    path.write_text(
+        "schema: 1\nactions: [run, trace, command]\nworkloads: [torch_composite]\ncampaigns: []\ncpu_slots: 2\n"
+        f"commands:\n  hello: {{argv: [{python!r}, -c, \"print('hello from a job')\"]}}\n"
+        f"  sleeper: {{argv: [{python!r}, -c, {SLEEPER!r}]}}\n")
+    return path
