@@ -89,7 +89,10 @@ class Diff:
 
     @property
     def no_change(self) -> bool:
-        """Nothing changed that the diff can show: no verdict moved, no time beyond noise, nothing new or gone."""
+        """Nothing changed that the diff can show: no verdict moved, no time beyond noise, nothing new or
+        gone; never claimed for an incomplete side unless both sides are the same input."""
+        if not self.same_input and not (self.a.complete and self.b.complete):
+            return False
         verdicts = [self.changed_pairs, [r for r in (self.hazards.rows if self.hazards else ()) if r.status is not Status.UNCHANGED],
                     [r for r in (self.findings.rows if self.findings else ()) if r.status is not Status.UNCHANGED],
                     [c for c in self.cells or () if c.status is not Status.UNCHANGED]]
@@ -263,8 +266,8 @@ def _pair_notes(pa: Sequence[PairVerdict], pb: Sequence[PairVerdict], spec: Pair
 
 def _diff_sanitize(a: SanitizeRun, b: SanitizeRun, alpha: float) -> Diff:
     fd = compare_findings(a.runs, b.runs)
-    sa, sb = (Side(path=str(r.path), complete=not any(u.startswith(n) for u in fd.unjudged), size=len(r.runs), steps=0)
-              for n, r in (("A", a), ("B", b)))
+    sa, sb = (Side(path=str(r.path), complete=not any(u.startswith(n) for u in fd.unjudged), size=len(r.runs), steps=0,
+                   notes=tuple(f"{u[2:]} (not judged)" for u in fd.unjudged if u.startswith(n))) for n, r in (("A", a), ("B", b)))
     return Diff(kind=DiffKind.SANITIZE, a=sa, b=sb, same_input=a is b, matching="findings matched by workload, tool, kind, "
                 "kernel and source line; runs by workload and tool", findings=fd, alpha=alpha)
 

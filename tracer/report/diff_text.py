@@ -51,7 +51,7 @@ def _section(title: str, rows: list[str], total: int) -> list[str]:
 
 
 def format_diff(d: Diff) -> str:
-    lines = [f"diff of {d.kind.value}s: A {d.a.path} ({d.a.size}) -> B {d.b.path} ({d.b.size})"]
+    lines = [f"diff ({d.kind.value}): A {d.a.path} ({d.a.size}) -> B {d.b.path} ({d.b.size})"]
     lines += [f"warning: {n} is incomplete: {note}" for n, s in (("A", d.a), ("B", d.b)) if not s.complete
               for note in (s.notes or ("partial",))]
     if d.no_change:
@@ -75,7 +75,6 @@ def format_diff(d: Diff) -> str:
         lines.append(f"sanitizer findings: {f['new']} new, {f['fixed']} fixed, {f['unchanged']} unchanged")
         changed = [r for r in d.findings.rows if r.status is not Status.UNCHANGED]
         lines += _section("findings new and fixed:", [keyed_line(r) for r in changed], len(changed))
-        lines += [f"warning: run not judged: {u}" for u in d.findings.unjudged]
     for c in d.cells or ():
         rate = " -> ".join("-" if s is None else f"{s.failures}/{s.trials} [{s.lower:.3f}, {s.upper:.3f}]" for s in (c.a, c.b))
         p = f", Fisher p={c.p_value:.2g}" if c.p_value is not None else ""
