@@ -181,3 +181,25 @@ def test_unreadable_input_is_a_format_error(tmp_path: Path, capsys: pytest.Captu
     sqlite3.connect(bad).execute("CREATE TABLE x (y)").connection.commit()
     code, _, err = run(capsys, PLANTED, bad)
     assert code == 6 and err.count("\n") == 1
+
+
+def test_html_and_picture_are_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, PLANTED, FIXED, "--html", tmp_path / "d.html", "--plot", tmp_path / "d.png")
+    page = (tmp_path / "d.html").read_text()
+    assert code == 0 and "wrote" in err and "spin_kernel" in page and "data:image/png;base64," in page
+    assert (tmp_path / "d.png").read_bytes()[:4] == b"\x89PNG"
+    code, _, err = run(capsys, DEMO / "campaign.json", DEMO / "campaign.json", "--plot", tmp_path / "c.png")
+    assert code == 2 and "--plot draws traces and jobs" in err
+
+
+def test_the_picture_colours_a_bar_by_its_range_else_its_kernel() -> None:
+    from tracer.plots.diff import bar_change, key_changes
+
+    d = diff_paths(PLANTED, FIXED)
+    changes = key_changes(d)
+    assert bar_change(changes, "", "at::cuda::(anonymous namespace)::spin_kernel(long)") is Change.GONE
+    assert bar_change(changes, "step*/layer0/mb0/dgrad", "nvjet_sm90_tst_128x64_64x8_1x2_h_bz_TNT") is Change.WITHIN_NOISE
+    la, lb = d.layouts
+    streams = {f"s{s}" for (s,) in sqlite3.connect(PLANTED).execute("SELECT DISTINCT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
+    assert la.step.startswith("step") and set(la.lanes) <= streams and len(la.lanes) == 2
+    assert la.start.min() == 0 and (la.end >= la.start).all() and len(la.kernel) == len(la.range) == len(la.start)

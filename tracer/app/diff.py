@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from tracer.artifact import Artifact, CampaignRun, JobRun, NcuRun, SanitizeRun, TraceRun, open_artifact
+from tracer.compare.layout import StepLayout, step_layout
 from tracer.compare.samples import pooled, trace_samples
 from tracer.compare.timing import ALPHA, Change, KeyKind, Samples, TimeChange, compare_samples, range_key
 from tracer.compare.verdicts import (PAIR_KEY, CellDiff, FindingDiff, HazardDiff, KeyedCount, Status, compare_cells,
@@ -78,6 +79,7 @@ class Diff:
     timing: tuple[TimeChange, ...] = ()
     alpha: float = ALPHA
     notes: tuple[str, ...] = field(default=())
+    layouts: tuple[StepLayout, StepLayout] | None = None  # one representative step per side, for the picture; not in the JSON
 
     @property
     def changed_timing(self) -> tuple[TimeChange, ...]:
@@ -213,7 +215,8 @@ def _diff_traces(a: TraceRun | JobRun, b: TraceRun | JobRun, pairs: PairSpec | N
     return Diff(kind=DiffKind.JOB if isinstance(a, JobRun) else DiffKind.TRACE, a=xa.side, b=xb.side, same_input=a is b,
                 matching=_matching(xa, xb), pairs=compare_pairs(pa, pb),
                 pair_counts=(_pair_counts(xa), _pair_counts(xb)), hazards=haz, timing=timing, alpha=alpha,
-                notes=_pair_notes(pa, pb, spec))
+                notes=_pair_notes(pa, pb, spec), layouts=(step_layout(xa.analyses[0][1]), step_layout(xb.analyses[0][1]))
+                if xa.analyses and xb.analyses else None)
 
 
 def _samples(x: _Analysed) -> Samples:

@@ -16,6 +16,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_pair_options(p, "A's recorded pairs, else all")
     p.add_argument("--hazards", action=argparse.BooleanOptionalAction, default=True, help="compare memory hazards (default on)")
     p.add_argument("--json", action="store_true", help="print the diff JSON (schema in docs/diff.md)")
+    p.add_argument("--html", type=Path, help="also write an HTML page here")
+    p.add_argument("--plot", type=Path, help="also write a picture here (.png or .svg): A's step over B's, changes coloured")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the time tests (default 0.05)")
     p.add_argument("--fail-on-new-hazard", action="store_true", help="exit 1 on a hazard in B not in A, or when unknown")
     p.add_argument("--fail-on-new-finding", action="store_true", help="exit 1 on a sanitizer finding in B not in A")
@@ -45,7 +47,22 @@ def cmd_diff(args: argparse.Namespace) -> int:
     given = any(getattr(args, k) for k in ("pairs", "producer", "consumer"))
     d = diff_artifacts(a, b, pairs=choose_pairs(args, recorded) if given else None, hazards=args.hazards, alpha=args.alpha)
     print(json.dumps(d.to_json(), indent=1) if args.json else format_diff(d))
+    _views(d, args)
     problems = d.failures(args.fail_on_new_hazard, args.fail_on_new_finding, args.fail_on_regression)
     if problems:
         raise ChecksFailed("; ".join(problems))
     return 0
+
+
+def _views(d, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+    import sys
+
+    if args.html:
+        from tracer.report.diff_html import write_diff_html
+
+        print(f"wrote {write_diff_html(d, args.html)}", file=sys.stderr)
+    if args.plot:
+        from tracer.plots.diff import draw_diff
+        from tracer.plots.timeline import save
+
+        print(f"wrote {save(draw_diff(d), args.plot)}", file=sys.stderr)
