@@ -15,7 +15,8 @@ from tracer.errors import InternalError, TracerError
 
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
-COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "serve", "doctor")
+COMMANDS = ("quickstart", "kernels", "run", "trace", "diff", "sanitize", "profile", "campaign", "plot", "report", "serve",
+            "doctor")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 

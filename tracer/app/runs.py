@@ -323,11 +323,13 @@ def artifacts(path: Path) -> list[tuple[str, int]]:
 
 
 def write_perfetto_json(path: Path, out: Path) -> int:
-    """The Perfetto JSON of a trace or job run, as `tracer trace export --perfetto` writes it."""
-    from tracer.cliargs import choose_pairs
+    """The Perfetto JSON of a trace or job run, as `tracer trace export --perfetto` writes it (the
+    pairs its verdict.json names, else none)."""
     from tracer.plots.perfetto import write_perfetto
+    from tracer.trace.pairs import PairMode, PairSpec
 
     art = open_artifact(path)
     if not isinstance(art, (TraceRun, JobRun)):
         raise TraceFormatError(f"{path}: not a trace or job run: no Perfetto JSON")
-    return write_perfetto(art.analyze(choose_pairs(None, art.pair_spec, "none"), hazards=False), out)
+    spec = PairSpec.from_args(None, default=art.pair_spec)
+    return write_perfetto(art.analyze(PairSpec(PairMode.NONE) if spec.implicit else spec, hazards=False), out)
