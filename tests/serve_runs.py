@@ -1,5 +1,5 @@
 """Run folders for the `tracer serve` tests, made from captured fixtures by the CLI itself: a
-`--memory` trace of tests/gpu/programs/raw_no_wait.py (H200) imported by `tracer trace import`, the
+`--memory` traces of tests/gpu/programs/raw_no_wait.py and event_ordered.py (H200) imported by `tracer trace import`, the
 killed-rank DDP job of tests/data/jobs analysed by `tracer trace analyze --json`, the demo's
 sanitizer selftest report and an Nsight Compute profile run."""
 from __future__ import annotations
@@ -14,14 +14,16 @@ from tracer.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 HAZARD_TRACE = DATA / "hazards" / "raw_no_wait.sqlite"
+ORDERED_TRACE = DATA / "hazards" / "event_ordered.sqlite"
 SLEEPER = "import time; time.sleep(120)"
 
 
 def make_runs(root: Path) -> dict[str, Path]:
-    runs = {"raw": root / "traces" / "raw_no_wait", "job": root / "jobs" / "ddp_killed", "san": root / "san",
-            "prof": root / "prof"}
+    runs = {"raw": root / "traces" / "raw_no_wait", "ordered": root / "traces" / "event_ordered",
+            "job": root / "jobs" / "ddp_killed", "san": root / "san", "prof": root / "prof"}
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["trace", "import", str(HAZARD_TRACE), "-o", str(runs["raw"])]) == 0
+        assert main(["trace", "import", str(ORDERED_TRACE), "-o", str(runs["ordered"])]) == 0
         shutil.copytree(DATA / "jobs" / "ddp_nccl_killed", runs["job"])
         out = io.StringIO()
         with contextlib.redirect_stdout(out):

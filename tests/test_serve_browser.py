@@ -104,7 +104,7 @@ def test_the_run_list_loads(served: Served, page: Any) -> None:
     page.goto(served.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
     rows = page.locator("#runs tbody tr")
-    assert rows.count() == served.api("/api/runs")["total"] == 4
+    assert rows.count() == served.api("/api/runs")["total"] == 5
     assert page.locator("#runs tbody tr", has_text="raw_no_wait").locator(".badge").inner_text() == "findings"
 
 
@@ -134,11 +134,19 @@ def test_a_trace_page_shows_hazards_draws_highlights_and_searches(served: Served
 def test_the_diff_page_of_two_runs(served: Served, page: Any) -> None:
     if not served.api("/api/session")["diff"]:
         pytest.skip("this tree has no tracer.app.diff: the diff page is off")
-    a, b = _run_id(served, "raw_no_wait"), _run_id(served, "ddp_killed")
-    page.goto(f"{served.url}/diff?a={a}&b={b}")
+    a, b = _run_id(served, "event_ordered"), _run_id(served, "raw_no_wait")
+    page.goto(f"{served.url}/")
     page.wait_for_selector("body[data-loaded='1']")
-    assert page.locator("#error").is_hidden()
-    assert page.locator("#diffbody").inner_text().strip() != ""
+    page.check(f"#runs tr[data-id='{a}'] input[type=checkbox]")
+    page.check(f"#runs tr[data-id='{b}'] input[type=checkbox]")
+    page.click("#difflink")
+    page.wait_for_selector("body[data-page='diff'][data-loaded='1']")
+    assert page.locator("#error").is_hidden(), page.locator("#error").inner_text()
+    d = served.api(f"/api/diff?a={a}&b={b}")
+    assert d["hazards"] is not None and d["b"]["path"].endswith("raw_no_wait")
+    assert page.locator("#meta").inner_text().startswith(d["kind"])
+    hazard_card = page.locator(".card", has_text="hazards")
+    assert hazard_card.count() == 1 and hazard_card.locator("tbody tr").count() >= 1
 
 
 def _submit(page: Any, action: str, target: str, **fields: str) -> int:
@@ -183,6 +191,6 @@ def test_a_request_without_the_token_is_refused(served: Served, page: Any, tmp_p
         assert r.status == 401 and "needs its token" in page.content()
         page.goto(f"{other.url}/?token={TOKEN}")
         page.wait_for_selector("body[data-loaded='1']")
-        assert page.url == other.url + "/" and page.locator("#runs tbody tr").count() == 4
+        assert page.url == other.url + "/" and page.locator("#runs tbody tr").count() == 5
     finally:
         assert other.stop() == 0
