@@ -52,6 +52,8 @@ def test_wheel_ships_kernels_profiles_suppressions_and_demo_data(wheel: Path) ->
     assert "tracer/data/demo/linear_backward_planted.sqlite" in demo and demo <= names
     assert "tracer/resources.py" in names and "tracer/cli.py" in names
     assert "tracer/capture/boot/sitecustomize.py" in names  # trace run's bootstrap (a folder, not a package)
+    static = ROOT / "tracer" / "serve" / "static"
+    assert {f"tracer/serve/static/{p.name}" for p in static.iterdir()} <= names  # tracer serve works offline: no CDN
 
 
 def test_wheel_has_only_the_tracer_top_level(wheel: Path) -> None:
