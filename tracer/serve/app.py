@@ -98,18 +98,19 @@ class Server:
                           "at": time.time()}
 
     def _scan_loop(self) -> None:
+        scanned = True  # open() ran the first scan
         while not self._stop.is_set():
-            self._wake.wait(self.s.rescan_s)
-            self._wake.clear()
-            if self._stop.is_set():
-                return
             try:
-                self.scan()
+                if not scanned:
+                    self.scan()
                 self._prebuild()
             except Exception as exc:  # keep serving the last index; say why
                 import sys
 
                 print(f"tracer serve: index scan failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            scanned = False
+            self._wake.wait(self.s.rescan_s)
+            self._wake.clear()
 
     def _prebuild(self) -> None:
         """Build the timeline lanes of big traces now, so their page paints at once when opened."""

@@ -17,6 +17,7 @@ async function load() {
   document.getElementById("pageno").textContent = ` ${Math.floor(state.offset / state.limit) + 1} `;
   document.getElementById("prev").disabled = state.offset === 0;
   document.getElementById("next").disabled = last >= data.total;
+  if (!document.body.dataset.loaded) document.body.dataset.loadedMs = String(Math.round(performance.now()));
   document.body.dataset.loaded = "1";
 }
 
