@@ -16,6 +16,7 @@ DATA = ROOT / "tests" / "data"
 HAZARD_TRACE = DATA / "hazards" / "raw_no_wait.sqlite"
 ORDERED_TRACE = DATA / "hazards" / "event_ordered.sqlite"
 SLEEPER = "import time; time.sleep(120)"
+GPU_ENV = "import os; print('on GPU', os.environ['CUDA_VISIBLE_DEVICES'])"
 
 
 def make_runs(root: Path) -> dict[str, Path]:
@@ -36,9 +37,11 @@ def make_runs(root: Path) -> dict[str, Path]:
 
 
 def jobs_file(path: Path, python: str) -> Path:
-    """An allow-list with the CPU workload and two named commands (a quick one, a sleeper)."""
+    """An allow-list with the CPU workload and named commands: quick, sleeping, and two marked as GPU jobs."""
     path.write_text(
         "schema: 1\nactions: [run, trace, command]\nworkloads: [torch_composite]\ncampaigns: []\ncpu_slots: 2\n"
         f"commands:\n  hello: {{argv: [{python!r}, -c, \"print('hello from a job')\"]}}\n"
-        f"  sleeper: {{argv: [{python!r}, -c, {SLEEPER!r}]}}\n")
+        f"  sleeper: {{argv: [{python!r}, -c, {SLEEPER!r}]}}\n"
+        f"  gpu_sleeper: {{argv: [{python!r}, -c, {SLEEPER!r}], gpu: true}}\n"
+        f"  gpu_env: {{argv: [{python!r}, -c, {GPU_ENV!r}], gpu: true}}\n")
     return path

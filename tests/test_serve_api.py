@@ -178,6 +178,29 @@ def test_a_job_running_when_the_server_died_is_interrupted_not_rerun(runs: dict[
     assert second.queue.get(job["id"])["state"] == "interrupted"  # never started again
 
 
+def test_gpu_jobs_queue_per_gpu(runs: dict[str, Path], tmp_path: Path) -> None:
+    settings = _settings(runs["raw"].parent.parent, tmp_path / "state", gpus=(3,))
+    server = Server(settings)
+    server.queue.log_dir.mkdir(parents=True)
+    sleeper, env = (server.queue.submit(check_request(settings.jobs, {"action": "command", "target": t}))
+                    for t in ("gpu_sleeper", "gpu_env"))
+    try:
+        server.queue.tick()
+        assert server.queue.get(sleeper["id"])["state"] == "running" and server.queue.get(sleeper["id"])["gpu"] == 3
+        server.queue.tick()
+        assert server.queue.get(env["id"])["state"] == "queued"  # one job at a time on GPU 3
+        server.queue.cancel(sleeper["id"])
+        server.queue.tick()
+        deadline = time.monotonic() + 60
+        while server.queue.get(env["id"])["state"] in ("queued", "running") and time.monotonic() < deadline:
+            time.sleep(0.1)
+            server.queue.tick()
+        done = server.queue.get(env["id"])
+        assert done["state"] == "done" and done["log_tail"] == ["on GPU 3"]
+    finally:
+        server.queue.shutdown()
+
+
 def test_the_index_follows_runs_appearing_changing_and_going(runs: dict[str, Path], tmp_path: Path) -> None:
     root = tmp_path / "r"
     shutil.copytree(runs["raw"], root / "a")

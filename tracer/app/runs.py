@@ -19,6 +19,7 @@ from tracer.errors import TracerError, TraceFormatError, UsageError
 
 MAX_DEPTH = 6  # folders below a root searched for runs
 RUN_FILES = ("trace.sqlite", "report.json", "profile.json", "verdict.json", "command.json")
+SIGNATURE_FILES = (*RUN_FILES, "environment.json", "tags.json", "procs")  # what a summary reads
 
 
 class RunKind(str, Enum):
@@ -59,11 +60,26 @@ class RunSummary:
 
 # ---- finding runs ------------------------------------------------------------------------------
 
+def listing(path: Path) -> dict[str, os.stat_result]:
+    """Size and times of a run folder's result files, from one scandir (a file run: itself)."""
+    try:
+        if path.is_file():
+            return {path.name: path.stat()}
+        with os.scandir(path) as it:
+            return {e.name: e.stat() for e in it if e.name in SIGNATURE_FILES}
+    except OSError:
+        return {}
+
+
 def looks_like_run(path: Path) -> bool:
     """Cheap, by names only: a folder holding a result file or procs/, or a campaign store file."""
     if path.is_dir():
-        return any((path / n).is_file() for n in RUN_FILES) or (path / "procs").is_dir()
+        return _is_run_names({e.name for e in os.scandir(path)})
     return path.suffix == ".sqlite" and _is_sqlite(path)
+
+
+def _is_run_names(names: set[str]) -> bool:
+    return any(n in names for n in RUN_FILES) or "procs" in names
 
 
 def _is_sqlite(path: Path) -> bool:
@@ -76,15 +92,20 @@ def _is_sqlite(path: Path) -> bool:
 
 def discover(roots: Sequence[Path]) -> Iterator[Path]:
     """Every run under the roots (resolved), not descending into a run; hidden names (temporary
-    run directories) and symlinks leaving their root are skipped."""
+    run directories) and symlinks leaving their root are skipped. One scandir per folder."""
     for root in roots:
-        yield from _walk(root.resolve(), root.resolve(), 0)
+        real = root.resolve()
+        yield from _walk(real, real, 0)
 
 
 def _walk(root: Path, folder: Path, depth: int) -> Iterator[Path]:
     try:
-        entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        with os.scandir(folder) as it:
+            entries = sorted(it, key=lambda e: e.name)
     except OSError:
+        return
+    if folder != root and _is_run_names({e.name for e in entries}):
+        yield folder
         return
     for e in entries:
         if e.name.startswith("."):
@@ -93,12 +114,10 @@ def _walk(root: Path, folder: Path, depth: int) -> Iterator[Path]:
         if e.is_symlink() and not path.resolve().is_relative_to(root):
             continue
         if e.is_dir():
-            if looks_like_run(path):
-                yield path.resolve()
-            elif depth < MAX_DEPTH:
-                yield from _walk(root, path, depth + 1)
+            if depth < MAX_DEPTH:
+                yield from _walk(root, path.resolve() if e.is_symlink() else path, depth + 1)
         elif e.name.endswith(".sqlite") and _is_campaign(path):
-            yield path.resolve()
+            yield path.resolve() if e.is_symlink() else path
 
 
 def _is_campaign(path: Path) -> bool:
@@ -117,23 +136,22 @@ def inside(roots: Sequence[Path], candidate: Path) -> Path:
 
 # ---- summaries ---------------------------------------------------------------------------------
 
-def summarize(path: Path) -> RunSummary:
-    """What the run list shows of one run; an unreadable run is a summary with status `error`."""
+def summarize(path: Path, files: dict[str, os.stat_result] | None = None) -> RunSummary:
+    """What the run list shows of one run (`files`: its listing, when the caller has it); an
+    unreadable run is a summary with status `error`."""
+    files = listing(path) if files is None else files
+    cmd = _side_json(path, "command.json", files)
+    common = {"path": path, "created": _mtime(path, files), "command": _command(cmd),
+              "device": _device(path, files), "tags": _tags(path, cmd, files)}
     try:
         art = open_artifact(path)
-    except TracerError as exc:
-        return RunSummary(path=path, kind=_guess_kind(path), created=_mtime(path), command=_command(path),
-                          device="", status=Status.ERROR, error=str(exc))
-    try:
-        return _summary(path, art)
+        return _summary(path, art, common)
     except (TracerError, KeyError, TypeError, ValueError, AttributeError) as exc:
-        return RunSummary(path=path, kind=_guess_kind(path), created=_mtime(path), command=_command(path),
-                          device=_device(path), status=Status.ERROR, error=f"{type(exc).__name__}: {exc}")
+        error = str(exc) if isinstance(exc, TracerError) else f"{type(exc).__name__}: {exc}"
+        return RunSummary(kind=_guess_kind(path), status=Status.ERROR, error=error, **common)
 
 
-def _summary(path: Path, art: Any) -> RunSummary:
-    common = {"path": path, "created": _mtime(path), "command": _command(path), "device": _device(path),
-              "tags": _tags(path)}
+def _summary(path: Path, art: Any, common: dict[str, Any]) -> RunSummary:
     if isinstance(art, TraceRun):
         status, counts = trace_status(_verdict_file(path))
         return RunSummary(kind=RunKind.TRACE, status=status, counts=counts, **common)
@@ -241,28 +259,26 @@ def _read_json(file: Path) -> dict[str, Any]:
     return data
 
 
-def _mtime(path: Path) -> float:
+def _mtime(path: Path, files: dict[str, os.stat_result]) -> float:
+    times = [st.st_mtime for name, st in files.items() if name in RUN_FILES or path.is_file()]
+    if times:
+        return max(times)
     try:
-        if path.is_file():
-            return path.stat().st_mtime
-        times = [(path / n).stat().st_mtime for n in RUN_FILES if (path / n).is_file()]
-        return max(times) if times else path.stat().st_mtime
+        return path.stat().st_mtime
     except OSError:
         return 0.0
 
 
-def _side_json(path: Path, name: str) -> dict[str, Any]:
-    file = path / name if path.is_dir() else None
-    if file is None or not file.is_file():
+def _side_json(path: Path, name: str, files: dict[str, os.stat_result]) -> dict[str, Any]:
+    if name not in files or path.is_file():
         return {}
     try:
-        return _read_json(file)
+        return _read_json(path / name)
     except TraceFormatError:
         return {}
 
 
-def _command(path: Path) -> str:
-    cmd = _side_json(path, "command.json")
+def _command(cmd: dict[str, Any]) -> str:
     if "argv" in cmd and isinstance(cmd["argv"], list):
         return " ".join(str(a) for a in cmd["argv"])
     if "imported_from" in cmd:
@@ -270,17 +286,16 @@ def _command(path: Path) -> str:
     return ""
 
 
-def _device(path: Path) -> str:
-    gpu = _side_json(path, "environment.json").get("gpu")
+def _device(path: Path, files: dict[str, os.stat_result]) -> str:
+    gpu = _side_json(path, "environment.json", files).get("gpu")
     return str(gpu.get("name", "")) if isinstance(gpu, dict) else str(gpu or "")
 
 
-def _tags(path: Path) -> tuple[str, ...]:
-    cmd = _side_json(path, "command.json")
+def _tags(path: Path, cmd: dict[str, Any], files: dict[str, os.stat_result]) -> tuple[str, ...]:
     tags = [t for t in (cmd.get("backend"), "memory" if cmd.get("memory") else None) if isinstance(t, str)]
     if "imported_from" in cmd:
         tags.append("imported")
-    extra = _side_json(path, "tags.json").get("tags", [])
+    extra = _side_json(path, "tags.json", files).get("tags", [])
     return tuple(tags + [str(t) for t in extra if isinstance(t, str)])
 
 

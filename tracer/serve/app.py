@@ -28,7 +28,7 @@ from tracer.app import timeline as app_timeline
 from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.serve import pages
 from tracer.serve.config import Action, JobRequest, JobsConfig, check_request
-from tracer.serve.db import Db
+from tracer.serve.db import Db, NotFound
 from tracer.serve.index import RunIndex
 from tracer.serve.jobs import JobQueue
 
@@ -57,6 +57,27 @@ class Settings:
     diff: bool = field(default=False)
 
 
+class Answers:
+    """Recent JSON answers by what they depend on (the index generation, a trace's cache key and the
+    query), so many clients browsing the same runs cost one computation each."""
+
+    def __init__(self, size: int = 512) -> None:
+        self.size, self.items, self.lock = size, OrderedDict[Any, bytes](), threading.Lock()
+
+    def get(self, key: Any, make: Any) -> Response:
+        with self.lock:
+            body = self.items.get(key)
+            if body is not None:
+                self.items.move_to_end(key)
+        if body is None:
+            body = json.dumps(make()).encode()
+            with self.lock:
+                self.items[key] = body
+                while len(self.items) > self.size:
+                    self.items.popitem(last=False)
+        return Response(body, media_type="application/json")
+
+
 class Server:
     """State shared by the handlers: the index, the job queue, timeline lanes recently opened."""
 
@@ -73,6 +94,8 @@ class Server:
         self._wake, self._stop = threading.Event(), threading.Event()
         self._scanner: threading.Thread | None = None
         self.last_scan: dict[str, Any] = {}
+        self.generation = 0  # bumped when a scan changed the index
+        self.answers = Answers()
 
     def open(self) -> None:
         self.queue.recover()
@@ -94,6 +117,8 @@ class Server:
 
     def scan(self) -> None:
         r = self.index.scan()
+        if r.read or r.removed:
+            self.generation += 1
         self.last_scan = {"runs": r.runs, "read": r.read, "removed": r.removed, "seconds": round(r.seconds, 3),
                           "at": time.time()}
 
@@ -125,19 +150,20 @@ class Server:
             except (TracerError, OSError):
                 continue
 
-    def lanes(self, run_id: int) -> app_timeline.Lanes:
+    def lanes(self, run_id: int) -> tuple[tuple[int, str], app_timeline.Lanes]:
+        """The run's timeline lanes and what they were built from (run id, the traces' cache key)."""
         path, _ = self.index.get(run_id)
         key = (run_id, app_timeline.cache_key(path))
         with self._lanes_lock:
             if key in self._lanes:
                 self._lanes.move_to_end(key)
-                return self._lanes[key]
+                return key, self._lanes[key]
         lanes = app_timeline.cached_lanes(path, self.cache_dir)
         with self._lanes_lock:
             self._lanes[key] = lanes
             while len(self._lanes) > LANES_CACHED:
                 self._lanes.popitem(last=False)
-        return lanes
+        return key, lanes
 
 
 # ---- the guard: hosts, token, CSRF, headers -----------------------------------------------------
@@ -224,8 +250,8 @@ def _handle(fn: Any) -> Any:
             return fn(request)
         except UsageError as exc:
             return _error(400, str(exc))
-        except LookupError as exc:
-            return _error(404, str(exc.args[0]) if exc.args else "not found")
+        except NotFound as exc:
+            return _error(404, str(exc))
         except TraceFormatError as exc:
             return _error(422, str(exc))
         except TracerError as exc:
@@ -245,7 +271,7 @@ def _int(request: Request, name: str, default: int | None = None) -> int | None:
 def _run_id(request: Request) -> int:
     value = request.path_params["run_id"]
     if not re.fullmatch(r"[0-9]{1,12}", value):
-        raise LookupError(f"no run {value!r}")
+        raise NotFound(f"no run {value!r}")
     return int(value)
 
 
@@ -268,29 +294,39 @@ def build_app(settings: Settings) -> Starlette:
                              "jobs": _jobs_offer(s), "index": s.last_scan})
 
     def api_runs(request: Request) -> Response:
-        q = request.query_params
-        total, rows = srv(request).index.list(kind=q.get("kind") or None, status=q.get("status") or None,
-                                              text=q.get("q") or None, sort=q.get("sort", "created"),
-                                              order=q.get("order", "desc"), offset=_int(request, "offset", 0) or 0,
-                                              limit=_int(request, "limit", 50) or 50)
-        return JSONResponse({"total": total, "runs": rows})
+        s, q = srv(request), request.query_params
+        args = {"kind": q.get("kind") or None, "status": q.get("status") or None, "text": q.get("q") or None,
+                "sort": q.get("sort", "created"), "order": q.get("order", "desc"),
+                "offset": _int(request, "offset", 0) or 0, "limit": _int(request, "limit", 50) or 50}
+
+        def make() -> dict[str, Any]:
+            total, rows = s.index.list(**args)
+            return {"total": total, "runs": rows}
+        return s.answers.get(("runs", s.generation, tuple(args.items())), make)
 
     def api_run(request: Request) -> Response:
-        path, _ = srv(request).index.get(_run_id(request))
-        return JSONResponse(app_runs.verdict_json(path))
+        s = srv(request)
+        path, row = s.index.get(_run_id(request))
+        if row["kind"] == "campaign":  # a running campaign writes through SQLite's WAL: ask the store each time
+            return JSONResponse(app_runs.verdict_json(path))
+        return s.answers.get(("verdict", s.generation, str(path)), lambda: app_runs.verdict_json(path))
 
     def api_run_summary(request: Request) -> Response:
-        path, row = srv(request).index.get(_run_id(request))
-        return JSONResponse(dict(row, files=[{"name": n, "bytes": b} for n, b in app_runs.artifacts(path)]))
+        s = srv(request)
+        path, row = s.index.get(_run_id(request))
+        return s.answers.get(("summary", s.generation, str(path)),
+                             lambda: dict(row, files=[{"name": n, "bytes": b} for n, b in app_runs.artifacts(path)]))
 
     def api_timeline(request: Request) -> Response:
-        lanes = srv(request).lanes(_run_id(request))
-        return JSONResponse(app_timeline.window(lanes, _int(request, "start"), _int(request, "end"),
-                                                _int(request, "max", 4000) or 4000))
+        s, run_id = srv(request), _run_id(request)
+        start, end, most = _int(request, "start"), _int(request, "end"), _int(request, "max", 4000) or 4000
+        key, lanes = s.lanes(run_id)
+        return s.answers.get(("timeline", key, start, end, most), lambda: app_timeline.window(lanes, start, end, most))
 
     def api_search(request: Request) -> Response:
-        lanes = srv(request).lanes(_run_id(request))
-        return JSONResponse(app_timeline.search(lanes, request.query_params.get("q", "")))
+        s, run_id = srv(request), _run_id(request)
+        (key, lanes), text = s.lanes(run_id), request.query_params.get("q", "")
+        return s.answers.get(("search", key, text), lambda: app_timeline.search(lanes, text))
 
     def api_file(request: Request) -> Response:
         path, _ = srv(request).index.get(_run_id(request))
@@ -298,9 +334,9 @@ def build_app(settings: Settings) -> Starlette:
         base = path if path.is_dir() else path.parent
         target = app_runs.inside((base,), base / name) if path.is_dir() else path
         if path.is_file() and name != path.name:
-            raise LookupError(f"no file {name!r} in this run")
+            raise NotFound(f"no file {name!r} in this run")
         if not target.is_file():
-            raise LookupError(f"no file {name!r} in this run")
+            raise NotFound(f"no file {name!r} in this run")
         return FileResponse(target, filename=target.name)
 
     def api_perfetto(request: Request) -> Response:
@@ -418,7 +454,7 @@ class _GuardFactory(Guard):
 def _job_id(request: Request) -> int:
     value = request.path_params["job_id"]
     if not re.fullmatch(r"[0-9]{1,12}", value):
-        raise LookupError(f"no job {value!r}")
+        raise NotFound(f"no job {value!r}")
     return int(value)
 
 

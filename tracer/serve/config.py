@@ -47,6 +47,7 @@ class JobsConfig:
     commands: dict[str, Command] = field(default_factory=dict)
     gpus: tuple[int, ...] | None = None  # None: as many as the driver sees
     cpu_slots: int = 1  # CPU jobs at a time
+    gpu_slots: int = 1  # jobs at a time on one GPU
     timeout_s: float = DEFAULT_TIMEOUT_S
 
 
@@ -79,8 +80,8 @@ def load_jobs(path: Path) -> JobsConfig:
 
     data = load_yaml(path)
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: a jobs file is a mapping (keys: actions, workloads, campaigns, commands, gpus, cpu_slots, timeout_s)")
-    allowed = {"schema", "actions", "workloads", "campaigns", "commands", "gpus", "cpu_slots", "timeout_s"}
+        raise UsageError(f"{path}: a jobs file is a mapping (keys: actions, workloads, campaigns, commands, gpus, cpu_slots, gpu_slots, timeout_s)")
+    allowed = {"schema", "actions", "workloads", "campaigns", "commands", "gpus", "cpu_slots", "gpu_slots", "timeout_s"}
     extra = sorted(set(data) - allowed)
     if extra:
         raise UsageError(f"{path}: unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -94,6 +95,7 @@ def load_jobs(path: Path) -> JobsConfig:
                       campaigns=_names(path, data, "campaigns", base.campaigns), commands=commands,
                       gpus=None if gpus is None else tuple(_int(path, "gpus", g, 0, 64) for g in gpus),
                       cpu_slots=_int(path, "cpu_slots", data.get("cpu_slots", 1), 1, 64),
+                      gpu_slots=_int(path, "gpu_slots", data.get("gpu_slots", 1), 1, 16),
                       timeout_s=float(_int(path, "timeout_s", data.get("timeout_s", int(DEFAULT_TIMEOUT_S)), 1, 7 * 86400)))
 
 

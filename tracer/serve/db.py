@@ -27,6 +27,10 @@ CREATE TABLE IF NOT EXISTS jobs (
 """
 
 
+class NotFound(Exception):
+    """No run, job or file of that id or name (HTTP 404)."""
+
+
 class Db:
     def __init__(self, path: Path) -> None:
         self.path = path

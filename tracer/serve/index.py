@@ -10,9 +10,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracer.app.runs import RUN_FILES, RunKind, Status, discover, inside, summarize
+from tracer.app.runs import RunKind, Status, discover, inside, listing, summarize
 from tracer.errors import UsageError, unknown
-from tracer.serve.db import Db
+from tracer.serve.db import Db, NotFound
 
 SORTS = {"created": "created", "kind": "kind", "status": "status", "path": "path", "id": "id"}
 MAX_PAGE = 500
@@ -27,22 +27,9 @@ class ScanResult:
     seconds: float
 
 
-def signature(path: Path) -> str:
+def signature(files: dict[str, os.stat_result]) -> str:
     """Sizes and mtimes of what a summary reads: unchanged signature, unchanged summary."""
-    try:
-        if path.is_file():
-            st = path.stat()
-            return f"{st.st_size}:{st.st_mtime_ns}"
-        parts = []
-        for name in (*RUN_FILES, "environment.json", "tags.json", "procs"):
-            try:
-                st = os.stat(path / name)
-                parts.append(f"{name}:{st.st_size}:{st.st_mtime_ns}")
-            except OSError:
-                pass
-        return "|".join(parts)
-    except OSError:
-        return ""
+    return "|".join(f"{n}:{st.st_size}:{st.st_mtime_ns}" for n, st in sorted(files.items()))
 
 
 class RunIndex:
@@ -55,14 +42,15 @@ class RunIndex:
         t0 = time.monotonic()
         known = {p: (i, s) for i, p, s in self.db.query("SELECT id, path, sig FROM runs")}
         seen: set[str] = set()
-        pending: list[tuple[str, str]] = []
+        pending: list[tuple[str, str, dict[str, os.stat_result]]] = []
         read = 0
         for path in discover(self.roots):
-            key, sig = str(path), signature(path)
+            files = listing(path)
+            key, sig = str(path), signature(files)
             seen.add(key)
             if key in known and known[key][1] == sig:
                 continue
-            pending.append((key, sig))
+            pending.append((key, sig, files))
             if len(pending) >= BATCH:
                 read += self._store(pending)
                 pending = []
@@ -72,10 +60,10 @@ class RunIndex:
             con.executemany("DELETE FROM runs WHERE id=?", [(i,) for i in gone])
         return ScanResult(len(seen), read, len(gone), time.monotonic() - t0)
 
-    def _store(self, pending: list[tuple[str, str]]) -> int:
+    def _store(self, pending: list[tuple[str, str, dict[str, os.stat_result]]]) -> int:
         rows = []
-        for key, sig in pending:
-            s = summarize(Path(key))
+        for key, sig, files in pending:
+            s = summarize(Path(key), files)
             rows.append((key, s.kind.value, s.created, s.command, s.device, s.status.value, json.dumps(s.counts),
                          json.dumps(list(s.tags)), s.error, sig))
         with self.db.tx() as con:
@@ -127,5 +115,5 @@ class RunIndex:
         rows = self.db.query("SELECT id, path, kind, created, command, device, status, counts, tags, error FROM runs "
                              "WHERE id=?", (run_id,))
         if not rows:
-            raise LookupError(f"no run {run_id}")
+            raise NotFound(f"no run {run_id}")
         return inside(self.roots, Path(rows[0][1])), self._row(rows[0])

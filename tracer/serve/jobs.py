@@ -19,7 +19,7 @@ from typing import Any
 from tracer import proc
 from tracer.errors import UsageError
 from tracer.serve.config import OUTPUT_ACTIONS, Action, JobRequest, JobsConfig, job_argv
-from tracer.serve.db import Db
+from tracer.serve.db import Db, NotFound
 
 TICK_S = 0.2
 TAIL_BYTES = 16 * 1024
@@ -127,7 +127,7 @@ class JobQueue:
     def get(self, job_id: int, tail: bool = True) -> dict[str, Any]:
         rows = self.db.query(f"SELECT {COLUMNS} FROM jobs WHERE id=?", (job_id,))
         if not rows:
-            raise LookupError(f"no job {job_id}")
+            raise NotFound(f"no job {job_id}")
         return _job_json(rows[0], tail)
 
     def list(self, limit: int = 100) -> list[dict[str, Any]]:
@@ -154,7 +154,9 @@ class JobQueue:
                 self._finish(job_id, JobState.DONE if code == 0 else JobState.FAILED, code, "")
 
     def _launch(self) -> None:
-        busy_gpus = {g for (g,) in self.db.query("SELECT gpu FROM jobs WHERE state=? AND needs_gpu=1", (JobState.RUNNING.value,))}
+        from collections import Counter
+
+        busy = Counter(g for (g,) in self.db.query("SELECT gpu FROM jobs WHERE state=? AND needs_gpu=1", (JobState.RUNNING.value,)))
         cpu_running = self.db.query("SELECT count(*) FROM jobs WHERE state=? AND needs_gpu=0", (JobState.RUNNING.value,))[0][0]
         for job_id, needs_gpu, gpu in self.db.query("SELECT id, needs_gpu, gpu FROM jobs WHERE state=? ORDER BY id",
                                                     (JobState.QUEUED.value,)):
@@ -163,9 +165,9 @@ class JobQueue:
                     cpu_running += 1
                     self._run(job_id, None)
                 continue
-            free = [g for g in ([gpu] if gpu is not None else self.gpus) if g not in busy_gpus]
+            free = [g for g in ([gpu] if gpu is not None else self.gpus) if busy[g] < self.cfg.gpu_slots]
             if free:
-                busy_gpus.add(free[0])
+                busy[free[0]] += 1
                 self._run(job_id, free[0])
 
     def _run(self, job_id: int, gpu: int | None) -> None:

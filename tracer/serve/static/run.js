@@ -101,14 +101,54 @@ function profileMatters(v) {
     rows.push([t.label, l.name, l.duration_ns === null ? "?" : fmtNs(l.duration_ns), l.dram_pct ?? "?", l.occupancy_pct ?? "?", top]);
   }
   return [section(`launches: ${rows.length}`, para(`clock control: ${v.clock_control ?? "unknown"}`, "muted"),
+    stallChart(v.targets.flatMap(t => t.report.launches.map(l => [`${t.label}: ${shortName(l.name)}`, l.stalls || {}]))),
     table(["target", "kernel", "duration", "DRAM %", "occupancy %", "top stalls (cycles per issue)"], rows))];
 }
 
+function stallChart(bars) {
+  // Warp-stall breakdown per launch: stacked bars of cycles per issued instruction, one colour per reason.
+  const reasons = [...new Set(bars.flatMap(([, st]) => Object.keys(st)))]
+    .filter(r => bars.some(([, st]) => (st[r] || 0) > 0.01));
+  const total = Math.max(1e-9, ...bars.map(([, st]) => reasons.reduce((a, r) => a + (st[r] || 0), 0)));
+  const rowH = 18, labelW = 320, legendH = 18 * Math.ceil(reasons.length / 5), w = 1100;
+  const c = el("canvas", { id: "stalls", width: w, height: bars.length * rowH + legendH + 30 });
+  const ctx = c.getContext("2d");
+  ctx.font = "11px sans-serif"; ctx.textBaseline = "middle";
+  const colour = i => `hsl(${(i * 47) % 360}, 60%, ${i % 2 ? 45 : 62}%)`;
+  bars.forEach(([label, st], j) => {
+    const y = j * rowH + 4;
+    ctx.fillStyle = "#333"; ctx.fillText(label.length > 52 ? label.slice(0, 51) + "…" : label, 2, y + rowH / 2);
+    let x = labelW;
+    reasons.forEach((r, i) => {
+      const dx = (st[r] || 0) / total * (w - labelW - 10);
+      ctx.fillStyle = colour(i); ctx.fillRect(x, y + 2, dx, rowH - 4); x += dx;
+    });
+  });
+  const y0 = bars.length * rowH + 14;
+  reasons.forEach((r, i) => {
+    const x = (i % 5) * 210, y = y0 + Math.floor(i / 5) * 18;
+    ctx.fillStyle = colour(i); ctx.fillRect(x + 2, y, 12, 12);
+    ctx.fillStyle = "#333"; ctx.fillText(r, x + 18, y + 6);
+  });
+  c.dataset.bars = String(bars.length);
+  return el("div", {}, el("p", { cls: "muted", text: "warp stalls per launch (cycles per issued instruction)" }), c);
+}
+
 function campaignMatters(v) {
-  const cells = v.cells || v.rows || [];
-  return [section("campaign", para(JSON.stringify(v.campaign || v.name || ""), "muted"),
-    cells.length ? table(Object.keys(cells[0]), cells.map(c => Object.values(c).map(x => typeof x === "object" ? JSON.stringify(x) : x)))
-      : para("no trials yet", "muted"))];
+  // The `campaign report --json` rows; the page asks again every 5 s, so a running campaign fills in.
+  const cells = v.cells || [];
+  const done = cells.reduce((a, c) => a + c.trials, 0), target = cells.reduce((a, c) => a + (c.target || 0), 0);
+  const rows = cells.map(c => [c.cell, `${c.trials}/${c.target ?? "?"}`,
+    el("span", { cls: `badge ${c.failures ? "findings" : c.trials ? "ok" : "unknown"}`, text: String(c.failures) }),
+    c.rate === undefined ? "no trials" : c.rate.toFixed(4),
+    c.ci95 ? `${c.ci95[0].toFixed(4)} – ${c.ci95[1].toFixed(4)}` : "", c.p_holm === undefined || c.p_holm === null ? "" : c.p_holm.toPrecision(3),
+    c.crashed || 0, c.sprt || ""]);
+  return [section(`campaign ${v.campaign || ""}`,
+    para(`${done.toLocaleString()} of ${target.toLocaleString()} trials` + (v.baseline ? ` · baseline ${v.baseline}` : "") +
+      (v.gpu ? ` · ${v.gpu}` : "") + ` · updated ${new Date().toLocaleTimeString()}`, "muted"),
+    el("progress", { max: Math.max(target, 1), value: done }),
+    table(["cell", "trials", "failures", "rate", "95% interval", "p (Holm) vs baseline", "crashed", "SPRT"], rows),
+    (v.crashes || []).length ? para(`${v.crashes.length} crash(es) recorded`, "bad") : null)];
 }
 
 async function main() {
