@@ -1,11 +1,12 @@
-"""Run folders for the `tracer serve` tests, made from captured fixtures by the CLI itself: a
-`--memory` traces of tests/gpu/programs/raw_no_wait.py and event_ordered.py (H200) imported by `tracer trace import`, the
-killed-rank DDP job of tests/data/jobs analysed by `tracer trace analyze --json`, the demo's
+"""Run folders for the `tracer serve` tests, made from captured fixtures by the CLI itself:
+`--memory` traces of tests/gpu/programs/raw_no_wait.py and event_ordered.py (H200) imported by
+`tracer trace import`, the killed-rank DDP job of tests/data/jobs analysed by `tracer trace analyze --json`, the demo's
 sanitizer selftest report and an Nsight Compute profile run."""
 from __future__ import annotations
 
 import contextlib
 import io
+import json
 import shutil
 from pathlib import Path
 
@@ -25,6 +26,11 @@ def make_runs(root: Path) -> dict[str, Path]:
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["trace", "import", str(HAZARD_TRACE), "-o", str(runs["raw"])]) == 0
         assert main(["trace", "import", str(ORDERED_TRACE), "-o", str(runs["ordered"])]) == 0
+    for run in (runs["raw"], runs["ordered"]):  # the file's name, not where this checkout is (pages and screenshots show it)
+        cmd = json.loads((run / "command.json").read_text())
+        cmd["imported_from"] = Path(cmd["imported_from"]).name
+        (run / "command.json").write_text(json.dumps(cmd))
+    with contextlib.redirect_stdout(io.StringIO()):
         shutil.copytree(DATA / "jobs" / "ddp_nccl_killed", runs["job"])
         out = io.StringIO()
         with contextlib.redirect_stdout(out):
