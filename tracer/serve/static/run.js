@@ -98,7 +98,8 @@ function profileMatters(v) {
   const rows = [];
   for (const t of v.targets) for (const l of t.report.launches) {
     const top = Object.entries(l.stalls || {}).sort((a, b) => b[1] - a[1]).slice(0, 3).map(([k, x]) => `${k} ${x.toFixed(2)}`).join(", ");
-    rows.push([t.label, l.name, l.duration_ns === null ? "?" : fmtNs(l.duration_ns), l.dram_pct ?? "?", l.occupancy_pct ?? "?", top]);
+    const pctOf = x => x === null || x === undefined ? "?" : x.toFixed(2);
+    rows.push([t.label, l.name, l.duration_ns === null ? "?" : fmtNs(l.duration_ns), pctOf(l.dram_pct), pctOf(l.occupancy_pct), top]);
   }
   return [section(`launches: ${rows.length}`, para(`clock control: ${v.clock_control ?? "unknown"}`, "muted"),
     stallChart(v.targets.flatMap(t => t.report.launches.map(l => [`${t.label}: ${shortName(l.name)}`, l.stalls || {}]))),
