@@ -59,6 +59,10 @@ BODIES = {
     <button id="go" type="submit">submit</button>
   </form>
   <p id="submitmsg" class="muted"></p>
+  <form id="importform" class="bar">
+    <label>import a trace (.sqlite, .json, .json.gz): <input id="tracefile" type="file" accept=".sqlite,.json,.gz"></label>
+    <button id="importgo" type="submit">import</button>
+  </form>
 </section>
 <section><h2>jobs</h2>
 <table id="jobs" class="grid"><thead><tr><th>id</th><th>state</th><th>job</th><th>gpu</th><th>elapsed</th>

@@ -29,6 +29,20 @@ async function submit(e) {
   } catch (err) { msg.textContent = `refused: ${err.message}`; }
 }
 
+async function upload(e) {
+  // The file goes up as the request body; the server keeps it (size-limited) and imports it in a job.
+  e.preventDefault();
+  const file = document.getElementById("tracefile").files[0], msg = document.getElementById("submitmsg");
+  if (!file) { msg.textContent = "pick a trace file first"; return; }
+  try {
+    const job = await api(`/api/import?name=${encodeURIComponent(file.name)}`, { method: "POST", body: file,
+      headers: { "Content-Type": "application/octet-stream" } });
+    msg.textContent = `job ${job.id} queued (import ${file.name})`;
+    watching = job.id;
+    refresh();
+  } catch (err) { msg.textContent = `refused: ${err.message}`; }
+}
+
 async function cancel(id) {
   try { await api(`/api/jobs/${id}`, { method: "DELETE" }); } catch (err) { document.getElementById("submitmsg").textContent = err.message; }
   refresh();
@@ -67,7 +81,8 @@ api("/api/session").then(s => {
   document.getElementById("action").addEventListener("change", fillTargets);
   fillTargets();
   document.getElementById("jobform").addEventListener("submit", submit);
-  if (!offer.enabled) { document.getElementById("go").disabled = true; document.getElementById("submitmsg").textContent = "this server is read-only"; }
+  document.getElementById("importform").addEventListener("submit", upload);
+  if (!offer.enabled) { document.getElementById("go").disabled = true; document.getElementById("importgo").disabled = true; document.getElementById("submitmsg").textContent = "this server is read-only"; }
   if (!offer.gpus.length) document.getElementById("submitmsg").textContent = "no GPU on this server: CPU jobs only (run, device cpu)";
   refresh().catch(e => { document.getElementById("submitmsg").textContent = e.message; });
 });
