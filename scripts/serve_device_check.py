@@ -35,9 +35,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--deadline", type=float, default=100.0)
+    ap.add_argument("--serve-arg", action="append", default=[], help="more `tracer serve` options (a dry run on a CPU machine: --gpus=0)")
     a = ap.parse_args()
     t0 = time.monotonic()
     work = Path("/tmp/serve-device")
+    if work.exists():
+        import shutil
+
+        shutil.rmtree(work)
     runs = work / "runs"
     runs.mkdir(parents=True, exist_ok=True)
     (work / "jobs.yaml").write_text(JOBS)
@@ -46,7 +51,7 @@ def main() -> None:
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
     server = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(runs), "--port", str(port),
-                               "--jobs", str(work / "jobs.yaml"), "--rescan-s", "2"],
+                               "--jobs", str(work / "jobs.yaml"), "--rescan-s", "2", *a.serve_arg],
                               stdout=open(work / "server.log", "wb"), stderr=subprocess.STDOUT)
     report: dict[str, Any] = {"checks": {}}
     try:

@@ -254,3 +254,14 @@ def test_uploads_are_limited_and_read_by_the_fail_closed_importer(client: TestCl
     client.app.state.server.scan()
     rows = client.get("/api/runs", params={"q": job["output"]}).json()["runs"]
     assert len(rows) == 1 and rows[0]["summary"]["hazards"] > 0
+
+
+def test_the_command_refuses_a_wide_bind_without_a_token(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from tracer.cli import main
+
+    assert main(["serve", "--runs", str(tmp_path), "--host", "0.0.0.0"]) == 2
+    assert "needs --token" in capsys.readouterr().err
+    assert main(["serve", "--runs", str(tmp_path), "--token", "short"]) == 2
+    assert "at least 16 characters" in capsys.readouterr().err
+    assert main(["serve", "--runs", str(tmp_path / "missing")]) == 2
+    assert "not a folder" in capsys.readouterr().err
