@@ -265,3 +265,30 @@ def test_the_command_refuses_a_wide_bind_without_a_token(tmp_path: Path, capsys:
     assert "at least 16 characters" in capsys.readouterr().err
     assert main(["serve", "--runs", str(tmp_path / "missing")]) == 2
     assert "not a folder" in capsys.readouterr().err
+
+
+def test_a_campaign_store_fills_in_while_it_runs(tmp_path: Path) -> None:
+    from tracer.campaign.profile import load_campaign
+    from tracer.campaign.report import report_data
+    from tracer.campaign.store import Store, TrialRow
+
+    root = tmp_path / "runs"
+    root.mkdir()
+    store = Store.open(root / "smoke.sqlite", create=True)
+    store.init(load_campaign("cpu_smoke"), {})
+    first, second = (c.cell_id for c in store.cells()[:2])
+    store.add_trials([TrialRow(first, t, t % 4 == 0, False, None, "", "cpu0", "w", 0.1) for t in range(20)])
+    settings = _settings(root, tmp_path / "state")
+    with TestClient(build_app(settings)) as c:
+        row = c.get("/api/runs").json()["runs"][0]
+        assert row["kind"] == "campaign" and row["status"] == "findings"
+        assert row["summary"]["rates"][store.cells()[0].cell.label] == {"failures": 5, "trials": 20}
+        assert row["summary"]["empty"] == row["summary"]["cells"] - 1  # cells without trials: no rate, not 0
+        store.add_trials([TrialRow(second, t, False, False, None, "", "cpu0", "w", 0.1) for t in range(30)])
+        live = c.get(f"/api/runs/{row['id']}").json()  # the dashboard's question, answered from the store now
+        assert live == json.loads(json.dumps(report_data(store, None), default=str))
+        assert sum(cell["trials"] for cell in live["cells"]) == 50
+        c.app.state.server.scan()
+        again = c.get("/api/runs").json()["runs"][0]
+        assert again["summary"]["rates"][store.cells()[1].cell.label] == {"failures": 0, "trials": 30}
+    store.close()

@@ -63,8 +63,9 @@ class RunSummary:
 def listing(path: Path) -> dict[str, os.stat_result]:
     """Size and times of a run folder's result files, from one scandir (a file run: itself)."""
     try:
-        if path.is_file():
-            return {path.name: path.stat()}
+        if path.is_file():  # a campaign store: a running campaign writes through its -wal file first
+            wal = path.with_name(path.name + "-wal")
+            return {path.name: path.stat(), **({wal.name: wal.stat()} if wal.is_file() else {})}
         with os.scandir(path) as it:
             return {e.name: e.stat() for e in it if e.name in SIGNATURE_FILES}
     except OSError:
