@@ -91,6 +91,7 @@ class Server:
         self.cache_dir = s.state_dir / "timeline"
         self._lanes: OrderedDict[tuple[int, str], app_timeline.Lanes] = OrderedDict()
         self._lanes_lock = threading.Lock()
+        self._building: dict[tuple[int, str], threading.Lock] = {}
         self._wake, self._stop = threading.Event(), threading.Event()
         self._scanner: threading.Thread | None = None
         self.last_scan: dict[str, Any] = {}
@@ -146,8 +147,8 @@ class Server:
             try:
                 big = trace.is_file() and trace.stat().st_size >= PREBUILD_BYTES
                 if big and not (self.cache_dir / f"{app_timeline.cache_key(Path(path))}.npz").is_file():
-                    app_timeline.cached_lanes(Path(path), self.cache_dir)
-            except (TracerError, OSError):
+                    self.lanes(run_id)  # through the per-trace lock: a page opened meanwhile waits for this build
+            except (TracerError, OSError, NotFound):
                 continue
 
     def lanes(self, run_id: int) -> tuple[tuple[int, str], app_timeline.Lanes]:
@@ -155,14 +156,18 @@ class Server:
         path, _ = self.index.get(run_id)
         key = (run_id, app_timeline.cache_key(path))
         with self._lanes_lock:
-            if key in self._lanes:
-                self._lanes.move_to_end(key)
-                return key, self._lanes[key]
-        lanes = app_timeline.cached_lanes(path, self.cache_dir)
-        with self._lanes_lock:
-            self._lanes[key] = lanes
-            while len(self._lanes) > LANES_CACHED:
-                self._lanes.popitem(last=False)
+            building = self._building.setdefault(key, threading.Lock())
+        with building:  # one build per trace, however many clients ask for it at once
+            with self._lanes_lock:
+                if key in self._lanes:
+                    self._lanes.move_to_end(key)
+                    return key, self._lanes[key]
+            lanes = app_timeline.cached_lanes(path, self.cache_dir)
+            with self._lanes_lock:
+                self._lanes[key] = lanes
+                self._building.pop(key, None)
+                while len(self._lanes) > LANES_CACHED:
+                    self._lanes.popitem(last=False)
         return key, lanes
 
 

@@ -178,6 +178,7 @@ async function main() {
 function startTimeline() {
   document.getElementById("tl").hidden = false;
   tl = new Timeline(document.getElementById("timeline"), runId, t => { document.getElementById("tlinfo").textContent = t; });
+  document.getElementById("tlinfo").textContent = "loading the timeline (a big trace opened for the first time takes a while)…";
   tl.load().catch(e => { document.getElementById("tlinfo").textContent = `timeline: ${e.message}`; });
   const find = () => {
     const q = document.getElementById("search").value;
