@@ -179,6 +179,8 @@ class JobQueue:
         if gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = str(gpu)
         self.output_dir.mkdir(parents=True, exist_ok=True)
+        with self.db.tx() as con:  # committed before the start: a server dying in between never runs it twice
+            con.execute("UPDATE jobs SET state=?, gpu=?, started=? WHERE id=?", (JobState.RUNNING.value, gpu, time.time(), job_id))
         try:
             started = proc.start(argv, log_path=log, env=env)
         except Exception as exc:  # a program that cannot start fails its job, not the server
@@ -186,8 +188,7 @@ class JobQueue:
             return
         pid = started.popen.pid
         with self.db.tx() as con:
-            con.execute("UPDATE jobs SET state=?, gpu=?, pid=?, pid_ticks=?, started=? WHERE id=?",
-                        (JobState.RUNNING.value, gpu, pid, proc.start_ticks(pid), time.time(), job_id))
+            con.execute("UPDATE jobs SET pid=?, pid_ticks=? WHERE id=?", (pid, proc.start_ticks(pid), job_id))
         self.running[job_id] = (started, time.monotonic() + self.cfg.timeout_s)
 
     def _finish(self, job_id: int, state: JobState, code: int | None, note: str) -> None:
