@@ -67,7 +67,7 @@ BODIES = {
 <section><h2>jobs</h2>
 <table id="jobs" class="grid"><thead><tr><th>id</th><th>state</th><th>job</th><th>gpu</th><th>elapsed</th>
 <th>progress</th><th>output</th><th></th></tr></thead><tbody></tbody></table>
-<h3 id="logtitle"></h3><pre id="log"></pre></section>
+<h3 id="logtitle"></h3><pre id="log" hidden></pre></section>
 <script src="/static/jobs.js"></script>""",
     "diff": """
 <section id="head"><h1 id="title">diff</h1><p id="meta" class="muted"></p><p id="error" class="bad" hidden></p></section>

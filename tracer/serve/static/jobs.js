@@ -9,6 +9,7 @@ function fillTargets() {
   document.getElementById("target").replaceChildren(...names.map(n => el("option", { value: n, text: n })));
   document.getElementById("device").disabled = action !== "run";
   if (action !== "run") document.getElementById("device").value = "gpu";
+  else if (offer.gpus.length === 0) document.getElementById("device").value = "cpu";
   document.getElementById("memory").disabled = action !== "trace";
 }
 
@@ -63,6 +64,8 @@ function jobRow(j) {
 async function refresh() {
   const data = await api("/api/jobs");
   document.querySelector("#jobs tbody").replaceChildren(...data.jobs.map(jobRow));
+  if (watching === null && data.jobs.length) watching = data.jobs[0].id;  // the latest job's log by default
+  document.getElementById("log").hidden = watching === null;
   if (watching !== null) {
     const j = await api(`/api/jobs/${watching}`);
     document.getElementById("logtitle").textContent = `job ${j.id}: ${j.state}` + (j.exit !== null ? ` (exit ${j.exit})` : "") +
@@ -83,6 +86,9 @@ api("/api/session").then(s => {
   document.getElementById("jobform").addEventListener("submit", submit);
   document.getElementById("importform").addEventListener("submit", upload);
   if (!offer.enabled) { document.getElementById("go").disabled = true; document.getElementById("importgo").disabled = true; document.getElementById("submitmsg").textContent = "this server is read-only"; }
-  if (!offer.gpus.length) document.getElementById("submitmsg").textContent = "no GPU on this server: CPU jobs only (run, device cpu)";
+  if (!offer.gpus.length) {
+    document.getElementById("submitmsg").textContent = "no GPU on this server: CPU jobs only (run, device cpu)";
+    document.getElementById("device").value = "cpu";
+  }
   refresh().catch(e => { document.getElementById("submitmsg").textContent = e.message; });
 });
