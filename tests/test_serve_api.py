@@ -136,6 +136,16 @@ def test_downloads_stay_inside_the_run(client: TestClient, runs: dict[str, Path]
     assert client.get("/api/runs/..%2F..%2Fetc").status_code == 404
 
 
+def test_the_perfetto_download_is_what_the_cli_exports(client: TestClient, runs: dict[str, Path], tmp_path: Path) -> None:
+    from tracer.cli import main
+
+    served = client.get(f"/api/runs/{_id(client, 'ddp_killed')}/perfetto")
+    assert served.status_code == 200 and "attachment" in served.headers["content-disposition"]
+    assert main(["trace", "export", "--perfetto", str(runs["job"]), "-o", str(tmp_path / "cli.json")]) == 0
+    assert served.json() == json.loads((tmp_path / "cli.json").read_text())
+    assert client.get(f"/api/runs/{_id(client, 'san')}/perfetto").status_code == 422  # no trace in a sanitize run
+
+
 def test_job_requests_are_checked_against_the_allow_list(client: TestClient) -> None:
     for body, word in [({"action": "shell", "target": "x"}, "allowed: run"), ({"action": "run", "target": "rm -rf /"}, "allowed: torch_composite"),
                        ({"action": "command", "target": "hello", "argv": ["sh"]}, "unknown field 'argv'"),
