@@ -42,7 +42,7 @@ SLEEPER = "import time; time.sleep(600)"
 
 def pct(xs: list[float], p: float) -> float:
     xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+    return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
 def line(name: str, value: float, target: float, unit: str) -> None:
@@ -58,9 +58,10 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         self.t0 = time.monotonic()
-        self.proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(runs), "--state", str(state),
-                                      "--port", str(self.port), "--jobs", str(jobs), "--gpus", "none", "--rescan-s", "5"],
-                                     stdout=open(state.parent / f"{state.name}.log", "ab"), stderr=subprocess.STDOUT, env=env)
+        with open(state.parent / f"{state.name}.log", "ab") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(runs), "--state", str(state),
+                                          "--port", str(self.port), "--jobs", str(jobs), "--gpus", "none", "--rescan-s", "5"],
+                                         stdout=log, stderr=subprocess.STDOUT, env=env)
         while True:
             try:
                 self.get("/api/session")

@@ -50,9 +50,10 @@ def main() -> None:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     url = f"http://127.0.0.1:{port}"
-    server = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(runs), "--port", str(port),
-                               "--jobs", str(work / "jobs.yaml"), "--rescan-s", "2", *a.serve_arg],
-                              stdout=open(work / "server.log", "wb"), stderr=subprocess.STDOUT)
+    with open(work / "server.log", "wb") as log:  # the child keeps its own descriptor
+        server = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(runs), "--port", str(port),
+                                   "--jobs", str(work / "jobs.yaml"), "--rescan-s", "2", *a.serve_arg],
+                                  stdout=log, stderr=subprocess.STDOUT)
     report: dict[str, Any] = {"checks": {}}
     try:
         session = _wait_up(url, server)
@@ -66,7 +67,7 @@ def main() -> None:
         for job in final:
             row = next((r for r in report["runs"] if job["output"] and r["path"].endswith(job["output"])), None)
             report["checks"][job["action"]] = _check(url, row) if row else {"error": "its run is not in the index", "job": job}
-    except Exception as exc:  # what happened goes back in the report, with the server's log
+    except Exception as exc:  # noqa: BLE001 (what happened goes back in the report, with the server's log)
         report["error"] = f"{type(exc).__name__}: {exc}"
     finally:
         server.send_signal(signal.SIGTERM)

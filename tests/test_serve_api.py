@@ -18,13 +18,13 @@ pytest.importorskip("starlette")
 pytest.importorskip("httpx")
 with warnings.catch_warnings():  # Starlette 1.x would rather have httpx2; httpx is what is installed
     warnings.simplefilter("ignore")
-    from starlette.testclient import TestClient  # noqa: E402
+    from starlette.testclient import TestClient
 
-from tests.serve_runs import HAZARD_TRACE, jobs_file, make_runs  # noqa: E402
-from tracer.app import timeline as app_timeline  # noqa: E402
-from tracer.serve.app import Server, Settings, build_app  # noqa: E402
-from tracer.serve.config import check_request, load_jobs  # noqa: E402
-from tracer.trace.load import load_trace  # noqa: E402
+from tests.serve_runs import HAZARD_TRACE, jobs_file, make_runs
+from tracer.app import timeline as app_timeline
+from tracer.serve.app import Server, Settings, build_app
+from tracer.serve.config import check_request, load_jobs
+from tracer.trace.load import load_trace
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 
@@ -35,8 +35,8 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 
 def _settings(root: Path, state: Path, **kw: object) -> Settings:
-    base = dict(roots=(root,), state_dir=state, jobs=load_jobs(jobs_file(state.parent / f"{state.name}.yaml", sys.executable)),
-                gpus=(), allowed_hosts=("testserver",), rescan_s=3600.0, upload_limit=1 << 20)
+    base = {"roots": (root,), "state_dir": state, "jobs": load_jobs(jobs_file(state.parent / f"{state.name}.yaml", sys.executable)),
+            "gpus": (), "allowed_hosts": ("testserver",), "rescan_s": 3600.0, "upload_limit": 1 << 20}
     base.update(kw)
     return Settings(**base)  # type: ignore[arg-type]
 

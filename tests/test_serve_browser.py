@@ -44,9 +44,10 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
         self.log = state.parent / f"{state.name}.log"
-        self.proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(root), "--state", str(state),
-                                      "--port", str(self.port), "--jobs", str(jobs), "--gpus", "none", *extra],
-                                     stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env)
+        with open(self.log, "wb") as log:  # the child keeps its own descriptor
+            self.proc = subprocess.Popen([sys.executable, "-m", "tracer", "serve", "--runs", str(root), "--state", str(state),
+                                          "--port", str(self.port), "--jobs", str(jobs), "--gpus", "none", *extra],
+                                         stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:

@@ -15,7 +15,7 @@ from typing import Any
 
 from tracer.artifact import CampaignRun, JobRun, NcuRun, SanitizeRun, TraceRun, open_artifact
 from tracer.campaign.schema import SQLITE_MAGIC
-from tracer.errors import TracerError, TraceFormatError, UsageError
+from tracer.errors import TraceFormatError, TracerError, UsageError
 
 MAX_DEPTH = 6  # folders below a root searched for runs
 RUN_FILES = ("trace.sqlite", "report.json", "profile.json", "verdict.json", "command.json")
@@ -142,7 +142,7 @@ def summarize(path: Path, files: dict[str, os.stat_result] | None = None) -> Run
     unreadable run is a summary with status `error`."""
     files = listing(path) if files is None else files
     cmd = _side_json(path, "command.json", files)
-    common = {"path": path, "created": _mtime(path, files), "command": _command(cmd),
+    common: dict[str, Any] = {"path": path, "created": _mtime(path, files), "command": _command(cmd),
               "device": _device(path, files), "tags": _tags(path, cmd, files)}
     try:
         art = open_artifact(path)
@@ -206,7 +206,7 @@ def _pair_mode(spec: Any) -> str:
 def job_status(v: dict[str, Any] | None) -> tuple[Status, dict[str, Any]]:
     if v is None:
         return Status.UNKNOWN, {"note": "no verdict.json: not analysed"}
-    per = [trace_status(a["verdict"] if "verdict" in a else a) for a in v.get("analyses", [])]
+    per = [trace_status(a.get("verdict", a)) for a in v.get("analyses", [])]
     counts = {"kernels": int(v.get("kernels", 0)), "processes": len(v.get("job", {}).get("processes", [])),
               "incomplete": len(v.get("incomplete", [])),
               "unordered": sum(c.get("unordered", 0) for _, c in per),

@@ -135,10 +135,9 @@ def cached_lanes(path: Path, cache_dir: Path | None) -> Lanes:
 def _save(file: Path, lanes: Lanes) -> None:
     meta = {"labels": lanes.labels, "kinds": lanes.kinds, "streams": lanes.streams, "processes": lanes.processes,
             "names": lanes.names, "origin": lanes.origin, "process_offsets": lanes.process_offsets}
-    with atomic.atomic_output(file) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(fh, offsets=lanes.offsets, start=lanes.start, end=lanes.end, name=lanes.name, corr=lanes.corr,
-                     max_dur=lanes.max_dur, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
+    with atomic.atomic_output(file) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, offsets=lanes.offsets, start=lanes.start, end=lanes.end, name=lanes.name, corr=lanes.corr,
+                 max_dur=lanes.max_dur, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
 
 
 def _load(file: Path) -> Lanes:
@@ -222,6 +221,6 @@ def search(lanes: Lanes, text: str, limit: int = SEARCH_HITS) -> dict[str, Any]:
     rows = np.flatnonzero(np.isin(lanes.name, ids)) if len(ids) else np.zeros(0, dtype=np.int64)
     first = rows[np.argsort(lanes.start[rows], kind="stable")[:limit]]
     lane_of = np.searchsorted(lanes.offsets, first, side="right") - 1
-    return {"q": text, "count": int(len(rows)), "names": [lanes.names[i] for i in ids[:50]],
+    return {"q": text, "count": len(rows), "names": [lanes.names[i] for i in ids[:50]],
             "hits": [{"lane": int(lane_of[j]), "s": int(lanes.start[r]), "e": int(lanes.end[r]),
                       "name": lanes.names[int(lanes.name[r])]} for j, r in enumerate(first)]}

@@ -130,7 +130,7 @@ class Server:
                 if not scanned:
                     self.scan()
                 self._prebuild()
-            except Exception as exc:  # keep serving the last index; say why
+            except Exception as exc:  # noqa: BLE001 (keep serving the last index; say why)
                 import sys
 
                 print(f"tracer serve: index scan failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -300,7 +300,7 @@ def build_app(settings: Settings) -> Starlette:
 
     def api_runs(request: Request) -> Response:
         s, q = srv(request), request.query_params
-        args = {"kind": q.get("kind") or None, "status": q.get("status") or None, "text": q.get("q") or None,
+        args: dict[str, Any] = {"kind": q.get("kind") or None, "status": q.get("status") or None, "text": q.get("q") or None,
                 "sort": q.get("sort", "created"), "order": q.get("order", "desc"),
                 "offset": _int(request, "offset", 0) or 0, "limit": _int(request, "limit", 50) or 50}
 
@@ -390,7 +390,7 @@ def build_app(settings: Settings) -> Starlette:
         dest = folder / f"{int(time.time() * 1000)}-{secrets.token_hex(4)}-{name}"
         size = 0
         try:
-            with open(dest, "wb") as fh:
+            with open(dest, "wb") as fh:  # noqa: ASYNC230 (local disk, chunks of the request as they arrive)
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > s.s.upload_limit:

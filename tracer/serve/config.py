@@ -144,7 +144,7 @@ def check_request(cfg: JobsConfig, body: Any) -> JobRequest:
     if device not in ("gpu", "cpu") or (device == "cpu" and action is not Action.RUN):
         raise UsageError(f"device {device!r}: 'gpu', or 'cpu' for action run only")
     if action is Action.COMMAND:
-        device = "gpu" if cfg.commands[target].gpu else "cpu"
+        device = "gpu" if cfg.commands[str(target)].gpu else "cpu"
     shape, steps, gpu = body.get("shape"), body.get("steps"), body.get("gpu")
     if shape is not None and not (isinstance(shape, str) and SHAPE.match(shape)):
         raise UsageError(f"shape {shape!r} must look like 256x256 or 256x256x256")

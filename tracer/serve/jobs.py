@@ -83,7 +83,7 @@ class JobQueue:
         while not self._stop.wait(TICK_S):
             try:
                 self.tick()
-            except Exception as exc:  # the scheduler must outlive one bad job; the job says why
+            except Exception as exc:  # noqa: BLE001 (the scheduler must outlive one bad job; it says why)
                 import sys
 
                 print(f"tracer serve: job scheduler: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -183,7 +183,7 @@ class JobQueue:
             con.execute("UPDATE jobs SET state=?, gpu=?, started=? WHERE id=?", (JobState.RUNNING.value, gpu, time.time(), job_id))
         try:
             started = proc.start(argv, log_path=log, env=env)
-        except Exception as exc:  # a program that cannot start fails its job, not the server
+        except Exception as exc:  # noqa: BLE001 (a program that cannot start fails its job, not the server)
             self._finish(job_id, JobState.FAILED, None, f"could not start: {exc}")
             return
         pid = started.popen.pid
@@ -219,7 +219,7 @@ def tail_of(log: Path) -> list[str]:
 
 
 def _job_json(r: tuple[Any, ...], tail: bool) -> dict[str, Any]:
-    (job_id, created, state, request, argv, needs_gpu, gpu, pid, code, started, ended, log, output, note) = r
+    (job_id, created, state, request, argv, _needs_gpu, gpu, _pid, code, started, ended, log, output, note) = r
     req = json.loads(request)
     end = ended if ended is not None else time.time()
     lines = tail_of(Path(log)) if log and (tail or state == JobState.RUNNING.value) else []
