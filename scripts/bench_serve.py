@@ -256,7 +256,9 @@ def bench_kill(work: Path, runs: Path, jobs: Path) -> None:
     import sqlite3
 
     con = sqlite3.connect(f"file:{state / 'serve.sqlite'}?mode=ro", uri=True)
-    pid = int(con.execute("SELECT pid FROM jobs WHERE id=?", (job["id"],)).fetchone()[0])
+    pid = None
+    while pid is None:  # committed running first, its pid right after the start
+        pid = con.execute("SELECT pid FROM jobs WHERE id=?", (job["id"],)).fetchone()[0]
     con.close()
     s.stop(signal.SIGKILL)
     alive_after_kill = _alive(pid)

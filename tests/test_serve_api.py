@@ -161,8 +161,10 @@ def test_a_command_job_runs_and_a_cancel_stops_its_process_group(client: TestCli
     done = _wait(client, client.post("/api/jobs", json={"action": "command", "target": "hello"}).json()["id"], ("done", "failed"))
     assert done["state"] == "done" and done["exit"] == 0 and "hello from a job" in done["log_tail"]
     job = client.post("/api/jobs", json={"action": "command", "target": "sleeper"}).json()
-    running = _wait(client, job["id"], ("running",))
-    pid = client.app.state.server.db.query("SELECT pid FROM jobs WHERE id=?", (running["id"],))[0][0]
+    _wait(client, job["id"], ("running",))
+    pid = None
+    while pid is None:  # the state is committed before the process starts, its pid right after
+        pid = client.app.state.server.db.query("SELECT pid FROM jobs WHERE id=?", (job["id"],))[0][0]
     cancelled = client.delete(f"/api/jobs/{job['id']}").json()
     assert cancelled["state"] == "cancelled"
     with pytest.raises(ProcessLookupError):

@@ -93,20 +93,28 @@ def _is_sqlite(path: Path) -> bool:
 
 def discover(roots: Sequence[Path]) -> Iterator[Path]:
     """Every run under the roots (resolved), not descending into a run; hidden names (temporary
-    run directories) and symlinks leaving their root are skipped. One scandir per folder."""
+    run directories) and symlinks leaving their root are skipped."""
+    return (path for path, _ in discover_listed(roots))
+
+
+def discover_listed(roots: Sequence[Path]) -> Iterator[tuple[Path, dict[str, os.stat_result]]]:
+    """`discover` with each run's `listing`, from the one scandir per folder the walk makes."""
     for root in roots:
         real = root.resolve()
         yield from _walk(real, real, 0)
 
 
-def _walk(root: Path, folder: Path, depth: int) -> Iterator[Path]:
+def _walk(root: Path, folder: Path, depth: int) -> Iterator[tuple[Path, dict[str, os.stat_result]]]:
     try:
         with os.scandir(folder) as it:
             entries = sorted(it, key=lambda e: e.name)
     except OSError:
         return
     if folder != root and _is_run_names({e.name for e in entries}):
-        yield folder
+        try:
+            yield folder, {e.name: e.stat() for e in entries if e.name in SIGNATURE_FILES}
+        except OSError:
+            yield folder, {}
         return
     for e in entries:
         if e.name.startswith("."):
@@ -118,7 +126,8 @@ def _walk(root: Path, folder: Path, depth: int) -> Iterator[Path]:
             if depth < MAX_DEPTH:
                 yield from _walk(root, path.resolve() if e.is_symlink() else path, depth + 1)
         elif e.name.endswith(".sqlite") and _is_campaign(path):
-            yield path.resolve() if e.is_symlink() else path
+            real = path.resolve() if e.is_symlink() else path
+            yield real, listing(real)
 
 
 def _is_campaign(path: Path) -> bool:
@@ -145,15 +154,23 @@ def summarize(path: Path, files: dict[str, os.stat_result] | None = None) -> Run
     common: dict[str, Any] = {"path": path, "created": _mtime(path, files), "command": _command(cmd),
               "device": _device(path, files), "tags": _tags(path, cmd, files)}
     try:
-        art = open_artifact(path)
-        return _summary(path, art, common)
+        return _summary(path, _open(path, files), common)
     except (TracerError, KeyError, TypeError, ValueError, AttributeError) as exc:
         error = str(exc) if isinstance(exc, TracerError) else f"{type(exc).__name__}: {exc}"
         return RunSummary(kind=_guess_kind(path), status=Status.ERROR, error=error, **common)
 
 
+def _open(path: Path, files: dict[str, os.stat_result]) -> Any:
+    """open_artifact's reader for the run, except for a plain trace run directory (trace.sqlite, no
+    procs/ or profile.json: what open_artifact opens as a TraceRun), whose summary needs only its
+    verdict.json: neither the trace nor its side files are opened for the list."""
+    if "trace.sqlite" in files and not {"procs", "profile.json"} & files.keys() and path.is_dir():
+        return RunKind.TRACE
+    return open_artifact(path)
+
+
 def _summary(path: Path, art: Any, common: dict[str, Any]) -> RunSummary:
-    if isinstance(art, TraceRun):
+    if art is RunKind.TRACE or isinstance(art, TraceRun):
         status, counts = trace_status(_verdict_file(path))
         return RunSummary(kind=RunKind.TRACE, status=status, counts=counts, **common)
     if isinstance(art, JobRun):

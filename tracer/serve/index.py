@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracer.app.runs import RunKind, Status, discover, inside, listing, summarize
+from tracer.app.runs import RunKind, Status, discover_listed, inside, summarize
 from tracer.errors import UsageError, unknown
 from tracer.serve.db import Db, NotFound
 
@@ -44,8 +44,7 @@ class RunIndex:
         seen: set[str] = set()
         pending: list[tuple[str, str, dict[str, os.stat_result]]] = []
         read = 0
-        for path in discover(self.roots):
-            files = listing(path)
+        for path, files in discover_listed(self.roots):
             key, sig = str(path), signature(files)
             seen.add(key)
             if key in known and known[key][1] == sig:
