@@ -63,19 +63,30 @@ class Answers:
 
     def __init__(self, size: int = 512) -> None:
         self.size, self.items, self.lock = size, OrderedDict[Any, bytes](), threading.Lock()
+        self.making: dict[Any, threading.Lock] = {}
 
     def get(self, key: Any, make: Any) -> Response:
+        body = self._cached(key)
+        if body is None:
+            with self.lock:
+                making = self.making.setdefault(key, threading.Lock())
+            with making:  # clients asking the same new question at once wait for one answer
+                body = self._cached(key)
+                if body is None:
+                    body = json.dumps(make()).encode()
+                    with self.lock:
+                        self.items[key] = body
+                        self.making.pop(key, None)
+                        while len(self.items) > self.size:
+                            self.items.popitem(last=False)
+        return Response(body, media_type="application/json")
+
+    def _cached(self, key: Any) -> bytes | None:
         with self.lock:
             body = self.items.get(key)
             if body is not None:
                 self.items.move_to_end(key)
-        if body is None:
-            body = json.dumps(make()).encode()
-            with self.lock:
-                self.items[key] = body
-                while len(self.items) > self.size:
-                    self.items.popitem(last=False)
-        return Response(body, media_type="application/json")
+            return body
 
 
 class Server:
