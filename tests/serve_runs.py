@@ -18,15 +18,34 @@ HAZARD_TRACE = DATA / "hazards" / "raw_no_wait.sqlite"
 ORDERED_TRACE = DATA / "hazards" / "event_ordered.sqlite"
 SLEEPER = "import time; time.sleep(120)"
 GPU_ENV = "import os; print('on GPU', os.environ['CUDA_VISIBLE_DEVICES'])"
+# Kernel and NVTX names are user data: pages must show these as text and never run them.
+HOSTILE_KERNEL = '<img src=x onerror="document.body.dataset.pwned=1">'
+HOSTILE_RANGE = "</td><script>document.body.dataset.pwned=1</script>"
+
+
+def hostile_trace(out: Path) -> Path:
+    """Two kernels with a hostile name on two streams, each in a hostile NVTX range, nothing ordering
+    them (an UNORDERED pair: the names reach the pair table)."""
+    from tests.trace_synthetic import TraceBuilder
+
+    b = TraceBuilder()
+    for stream in (7, 13):
+        b.push(HOSTILE_RANGE)
+        b.launch(stream, HOSTILE_KERNEL)
+        b.pop()
+    return b.write(out)
 
 
 def make_runs(root: Path) -> dict[str, Path]:
     runs = {"raw": root / "traces" / "raw_no_wait", "ordered": root / "traces" / "event_ordered",
+            "names": root / "traces" / "names",
             "job": root / "jobs" / "ddp_killed", "san": root / "san", "prof": root / "prof"}
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["trace", "import", str(HAZARD_TRACE), "-o", str(runs["raw"])]) == 0
         assert main(["trace", "import", str(ORDERED_TRACE), "-o", str(runs["ordered"])]) == 0
-    for run in (runs["raw"], runs["ordered"]):  # the file's name, not where this checkout is (pages and screenshots show it)
+        names = hostile_trace(root.parent / f"{root.name}-names.sqlite")
+        assert main(["trace", "import", str(names), "-o", str(runs["names"]), "--pairs", "all"]) == 0
+    for run in (runs["raw"], runs["ordered"], runs["names"]):  # the file's name, not where this checkout is (pages and screenshots show it)
         cmd = json.loads((run / "command.json").read_text())
         cmd["imported_from"] = Path(cmd["imported_from"]).name
         (run / "command.json").write_text(json.dumps(cmd))

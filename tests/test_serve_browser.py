@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 
-from tests.serve_runs import ORDERED_TRACE, ROOT, jobs_file, make_runs
+from tests.serve_runs import HOSTILE_RANGE, ORDERED_TRACE, ROOT, jobs_file, make_runs
 
 CHROMIUM = os.environ.get("TRACER_CHROMIUM", "/usr/bin/chromium")
 ARGS = ["--no-sandbox", "--headless=new", "--disable-gpu", "--disable-background-networking",
@@ -105,7 +105,7 @@ def test_the_run_list_loads(served: Served, page: Any) -> None:
     page.goto(served.url + "/")
     page.wait_for_selector("body[data-loaded='1']")
     rows = page.locator("#runs tbody tr")
-    assert rows.count() == served.api("/api/runs")["total"] == 5
+    assert rows.count() == served.api("/api/runs")["total"] == 6
     assert page.locator("#runs tbody tr", has_text="raw_no_wait").locator(".badge").inner_text() == "findings"
 
 
@@ -130,6 +130,25 @@ def test_a_trace_page_shows_hazards_draws_highlights_and_searches(served: Served
     found = served.api(f"/api/runs/{run}/search?q={word}")["count"]
     assert int(page.get_attribute("canvas#timeline", "data-found")) == found > 0
     assert page.locator("#found").inner_text().startswith(f"{found} match")
+
+
+def test_names_from_a_trace_are_shown_as_text_never_run(served: Served, page: Any) -> None:
+    run = _run_id(served, "names")
+    page.goto(f"{served.url}/runs/{run}")
+    page.wait_for_selector("canvas#timeline[data-drawn]")
+    assert HOSTILE_RANGE in page.locator("#matters").inner_text()  # the UNORDERED pair's ranges, as text
+    assert page.locator("main img, main script:not([src])").count() == 0  # (the page's own scripts have a src)
+    page.fill("#search", "onerror")
+    page.click("#find")
+    page.wait_for_selector("canvas#timeline[data-found]")
+    assert int(page.get_attribute("canvas#timeline", "data-found")) == 2
+    page.mouse.move(*_centre_of_first_op(page))  # the hover text carries the kernel's name
+    assert page.evaluate("document.body.dataset.pwned") is None
+
+
+def _centre_of_first_op(page: Any) -> tuple[float, float]:
+    box = page.locator("canvas#timeline").bounding_box()
+    return box["x"] + box["width"] / 2, box["y"] + 22 + 11  # first stream lane, mid-trace
 
 
 def test_the_diff_page_of_two_runs(served: Served, page: Any) -> None:
