@@ -15,7 +15,7 @@ python3 -m venv "$work/venv"
 py=$work/venv/bin/python
 wheel=$("$py" scripts/build_wheel.py --isolated "$work/dist")
 step "installing torch==2.13.0 (CPU wheel) and $(basename "$wheel")"
-"$py" -m pip install -q --disable-pip-version-check torch==2.13.0 "$wheel"
+"$py" -m pip install -q --disable-pip-version-check torch==2.13.0 "$wheel[serve]"
 tracer=$work/venv/bin/tracer
 mkdir "$work/elsewhere"
 cd "$work/elsewhere"
@@ -36,6 +36,14 @@ step "tracer campaign run cpu_smoke"
 step "tracer demo"
 "$tracer" demo -o "$work/demo" > demo.txt
 for f in timeline.png verdicts.png ablation.png report.html; do [ -s "$work/demo/$f" ]; done
+step "tracer serve (static files from the wheel), stopped by SIGTERM"
+mkdir "$work/runs"
+port=$("$py" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+"$tracer" serve --runs "$work/runs" --port "$port" --gpus none > serve.txt 2>&1 &
+served=$!
+for _ in $(seq 100); do "$py" -c "import urllib.request as u; u.urlopen('http://127.0.0.1:$port/static/timeline.js')" 2>/dev/null && break; sleep 0.2; done
+"$py" -c "import urllib.request as u; assert b'class Timeline' in u.urlopen('http://127.0.0.1:$port/static/timeline.js').read()"
+kill -TERM "$served"; wait "$served"
 step "tracer doctor"
 "$tracer" doctor
 step "passed"

@@ -23,7 +23,7 @@ PACKAGE = "tracer"
 # Reading: everything after capture (readers, analysis, text, plots, the report): never runs a
 # process, never imports capture code, torch or cuda.core.
 READING = ("tracer.artifact", "tracer.trace.", "tracer.sanitize.parse_", "tracer.sanitize.model", "tracer.plots.",
-           "tracer.report.")
+           "tracer.report.", "tracer.compare.", "tracer.app.")
 RECORDING = ("tracer.capture.", "tracer.kernel.launch", "tracer.proc", "torch", "cuda", "cupti")
 HEAVY = ("scipy", "cuda", "torch", "matplotlib", "rich")  # never imported at start-up (command modules import them lazily)
 COMMANDS = "tracer.commands."

@@ -19,4 +19,5 @@ if python -m pip show tracer 2>/dev/null | grep -qx "Editable project location: 
 fi
 step "installing tracer from this checkout with extras [$extras]"
 python -m pip install -q -e ".[$extras]"
+bash scripts/install_chromium.sh || true   # the `tracer serve` browser tests (root + apt only; they skip without it)
 echo "tracer installed in $(pwd)/.venv ($(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")'))"

@@ -73,7 +73,7 @@ def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
 # summary, no Nsight Compute, Kineto, sanitizer or kernel code, and of the campaign only the schema
 # (a campaign store is SQLite too: sniffing tells the two apart).
 OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels", "run", "sanitize", "profile", "campaign",
-                                                        "plot", "report", "doctor"))
+                                                        "plot", "report", "serve", "doctor"))
 NOT_FOR_ONE_TRACE = ("tracer.trace.job", "tracer.trace.job_summary", "tracer.ncu", "tracer.trace.kineto_reader",
                      "tracer.sanitize", "tracer.kernel", "tracer.campaign.store", "tracer.campaign.stats",
                      "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS)

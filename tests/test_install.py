@@ -56,6 +56,8 @@ def test_wheel_ships_kernels_profiles_suppressions_and_demo_data(wheel: Path) ->
 
     assert {f"tracer/data/schemas/{k}.schema.json" for k in KINDS} <= names  # the JSON contracts
     assert any(n.endswith("LICENSE") for n in names)
+    static = ROOT / "tracer" / "serve" / "static"
+    assert {f"tracer/serve/static/{p.name}" for p in static.iterdir()} <= names  # tracer serve works offline: no CDN
 
 
 def test_wheel_has_only_the_tracer_top_level(wheel: Path) -> None:

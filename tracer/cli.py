@@ -21,9 +21,10 @@ if TYPE_CHECKING:
 
 # tracer/commands/NAME.py each; a command's module is imported only when it is on the command line
 # (every one for --help): what one command imports costs no other command start-up time.
-COMMANDS = ("quickstart", "kernels", "run", "trace", "sanitize", "profile", "campaign", "plot", "report", "doctor", "completion")
+COMMANDS = ("quickstart", "kernels", "run", "trace", "diff", "sanitize", "profile", "campaign", "plot", "report", "serve",
+            "doctor", "completion")
 # Commands that work silently (the `run` actions and sanitize print their own progress lines instead).
-SPINNER_COMMANDS = ("trace", "plot", "report", "demo", "profile", "campaign")
+SPINNER_COMMANDS = ("trace", "diff", "plot", "report", "demo", "profile", "campaign")
 INTERRUPTED = 130
 BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of stdout went away (`| head`); what a shell reports for a killed writer
 

@@ -211,3 +211,26 @@ def capture(argv: Sequence[str], *, timeout: float = 120.0) -> Captured:
     with tempfile.TemporaryDirectory(prefix="tracer-") as folder:
         res = run(argv, timeout=timeout, stdout_path=Path(folder) / "stdout", stderr_path=Path(folder) / "stderr")
         return Captured(res.returncode, res.timed_out, res.stdout(), res.stderr())
+
+
+def start_ticks(pid: int) -> int | None:
+    """When a process started (clock ticks since boot, /proc/PID/stat field 22): with its pid, it
+    names one process across pid reuse. None when it is gone or /proc cannot tell."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            return int(fh.read().rsplit(b")", 1)[1].split()[19])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def stop_orphan_group(pid: int, ticks: int | None) -> bool:
+    """SIGKILL the process group a `start`ed process led (it led its own session) when that very
+    process still runs (same start ticks); a server that died left it without a parent to stop it.
+    True when a group was killed."""
+    if ticks is None or start_ticks(pid) != ticks:
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

@@ -1,3 +1,6 @@
-"""Use cases that the commands (and the service) call: each orchestrates capture, reading, analysis
-and writing a run directory. Nothing below app (capture, trace, sanitize, ncu, format, ...) imports
-it; docs/design/architecture.md has the map."""
+"""Use cases that the commands (and the service) call: each opens its inputs, runs capture, reading
+and analysis, writes a run directory where it makes one, and returns a typed result with a
+`to_json()` (trace_run.py: trace run and import; runs.py: finding and summarising runs; timeline.py:
+level-of-detail timeline data; diff.py: two runs compared); no printing, no exit codes, no HTTP.
+Nothing below app (capture, trace, sanitize, ncu, format, ...) imports it; docs/design/architecture.md
+has the map."""

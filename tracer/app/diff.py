@@ -1,0 +1,302 @@
+"""`tracer diff A B`: two runs of one kind compared (the JSON contract is docs/diff.md).
+
+    diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True,
+               alpha: float = 0.05, seed: int = 0) -> Diff
+    diff_artifacts(a: Artifact, b: Artifact, **same options) -> Diff
+    Diff.to_json() -> dict   # {"schema": SCHEMA, "kind": ..., "a": ..., "b": ..., ...}; stable, versioned
+    Diff.failures(new_hazard=False, new_finding=False, regression_pct=None) -> list[str]  # gates; [] passes
+
+Kinds: a trace (file or run directory: nsys SQLite, tracer SQLite, Kineto JSON), a job (a run
+directory with procs/), a sanitize report, a campaign store or ablation JSON, a profile run. Two
+inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
+tracer's default; the same spec judges both sides. Both traces are read and analysed at the same time
+(two threads: the SQLite reads and numpy release the GIL).
+"""
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tracer.artifact import Artifact, CampaignRun, JobRun, NcuRun, SanitizeRun, TraceRun, open_artifact
+from tracer.compare.layout import StepLayout, step_layout
+from tracer.compare.samples import pooled, trace_samples
+from tracer.compare.timing import ALPHA, Change, KeyKind, Samples, TimeChange, compare_samples, range_key
+from tracer.compare.verdicts import (PAIR_KEY, CellDiff, FindingDiff, HazardDiff, KeyedCount, Status, compare_cells,
+                                     compare_findings, compare_hazards, compare_pairs)
+from tracer.errors import UsageError
+from tracer.trace.analyze import Analysis, PairVerdict
+from tracer.trace.hazards import Hazards
+from tracer.trace.pairs import PairSpec
+
+SCHEMA = 1
+
+
+class DiffKind(str, Enum):
+    TRACE = "trace"
+    JOB = "job"
+    SANITIZE = "sanitize"
+    CAMPAIGN = "campaign"
+    PROFILE = "profile"
+
+
+KIND_OF = {TraceRun: DiffKind.TRACE, JobRun: DiffKind.JOB, SanitizeRun: DiffKind.SANITIZE, CampaignRun: DiffKind.CAMPAIGN,
+           NcuRun: DiffKind.PROFILE}
+WORDS = {DiffKind.TRACE: "a trace", DiffKind.JOB: "a multi-process job", DiffKind.SANITIZE: "a sanitizer report",
+         DiffKind.CAMPAIGN: "a campaign store or ablation JSON", DiffKind.PROFILE: "an Nsight Compute profile run"}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Side:
+    path: str
+    complete: bool  # False: a partial job (a process without a complete trace), lost records
+    size: int  # kernels (trace, job), tool runs (sanitize), cells (campaign), launches (profile)
+    steps: int  # step instances found (0: no step ranges)
+    notes: tuple[str, ...] = ()
+
+    def to_json(self) -> dict[str, object]:
+        return dict(self.__dict__, notes=list(self.notes))
+
+
+@dataclass(frozen=True, kw_only=True)
+class Diff:
+    kind: DiffKind
+    a: Side
+    b: Side
+    same_input: bool
+    matching: str  # how instances were matched (steps, processes)
+    pairs: tuple[KeyedCount, ...] | None = None
+    pair_counts: tuple[dict[str, int], dict[str, int]] | None = None
+    hazards: HazardDiff | None = None
+    findings: FindingDiff | None = None
+    cells: tuple[CellDiff, ...] | None = None
+    timing: tuple[TimeChange, ...] = ()
+    alpha: float = ALPHA
+    notes: tuple[str, ...] = field(default=())
+    layouts: tuple[StepLayout, StepLayout] | None = None  # one representative step per side, for the picture; not in the JSON
+
+    @property
+    def changed_timing(self) -> tuple[TimeChange, ...]:
+        return tuple(t for t in self.timing if t.change in (Change.SLOWER, Change.FASTER, Change.NEW, Change.GONE))
+
+    @property
+    def changed_pairs(self) -> tuple[KeyedCount, ...]:
+        return tuple(p for p in self.pairs or () if p.status is not Status.UNCHANGED)
+
+    @property
+    def no_change(self) -> bool:
+        """Nothing changed that the diff can show: no verdict moved, no time beyond noise, nothing new or
+        gone; never claimed for an incomplete side unless both sides are the same input."""
+        if not self.same_input and not (self.a.complete and self.b.complete):
+            return False
+        verdicts = [self.changed_pairs, [r for r in (self.hazards.rows if self.hazards else ()) if r.status is not Status.UNCHANGED],
+                    [r for r in (self.findings.rows if self.findings else ()) if r.status is not Status.UNCHANGED],
+                    [c for c in self.cells or () if c.status is not Status.UNCHANGED]]
+        return not self.changed_timing and not any(verdicts)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "schema": SCHEMA, "kind": self.kind.value, "a": self.a.to_json(), "b": self.b.to_json(),
+            "same_input": self.same_input, "no_change": self.no_change, "matching": self.matching,
+            "statistics": {"test": "Mann-Whitney U, two-sided, Holm-corrected", "interval": "bootstrap 95% of median B / median A",
+                           "alpha": self.alpha},
+            "pairs": None if self.pairs is None else {"counts_a": self.pair_counts[0] if self.pair_counts else {},
+                                                       "counts_b": self.pair_counts[1] if self.pair_counts else {},
+                                                       "rows": [p.to_json(PAIR_KEY) for p in self.pairs]},
+            "hazards": self.hazards.to_json() if self.hazards else None,
+            "findings": self.findings.to_json() if self.findings else None,
+            "cells": None if self.cells is None else [c.to_json() for c in self.cells],
+            "timing": [t.to_json() for t in self.timing], "notes": list(self.notes),
+        }
+
+    def failures(self, new_hazard: bool = False, new_finding: bool = False, regression_pct: float | None = None) -> list[str]:
+        """Why the requested gates fail ([]: they pass). A side that is incomplete fails every gate."""
+        out: list[str] = []
+        if new_hazard:
+            out += self._hazard_failures()
+        if new_finding:
+            out += self._finding_failures()
+        if regression_pct is not None:
+            out += [f"regression beyond noise: {t.kind.value} {t.name} {t.percent:+.1f}% (median {t.median_a_ns:.0f} -> "
+                    f"{t.median_b_ns:.0f} ns, 95% CI x{t.ci_low:.3f}..x{t.ci_high:.3f}, p={t.p_holm:.2g})"
+                    for t in self.timing if t.change is Change.SLOWER and (t.percent or 0.0) >= regression_pct]
+        if new_hazard or new_finding or regression_pct is not None:
+            out += [f"{n} is incomplete ({'; '.join(s.notes) or 'partial'}): the comparison cannot be trusted"
+                    for n, s in (("A", self.a), ("B", self.b)) if not s.complete]
+        return out
+
+    def _hazard_failures(self) -> list[str]:
+        if self.kind not in (DiffKind.TRACE, DiffKind.JOB):
+            raise UsageError(f"--fail-on-new-hazard needs traces or jobs, not {WORDS[self.kind]}")
+        return self.hazards.failures() if self.hazards else ["hazards were not judged (--no-hazards)"]
+
+    def _finding_failures(self) -> list[str]:
+        if self.findings is None:
+            raise UsageError(f"--fail-on-new-finding needs sanitizer reports, not {WORDS[self.kind]}")
+        return self.findings.failures()
+
+
+def kind_of(art: Artifact) -> DiffKind:
+    return KIND_OF[type(art)]
+
+
+def diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
+               seed: int = 0) -> Diff:
+    same = a.resolve() == b.resolve()
+    art_a = open_artifact(a)
+    return diff_artifacts(art_a, art_a if same else open_artifact(b), pairs=pairs, hazards=hazards, alpha=alpha, seed=seed)
+
+
+def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
+                   seed: int = 0) -> Diff:
+    ka, kb = kind_of(a), kind_of(b)
+    if ka is not kb:
+        raise UsageError(f"cannot diff {a.path} ({WORDS[ka]}) against {b.path} ({WORDS[kb]}): give two inputs of one kind")
+    if isinstance(a, (TraceRun, JobRun)):
+        return _diff_traces(a, b, pairs, hazards, alpha, seed)  # type: ignore[arg-type]
+    if isinstance(a, SanitizeRun):
+        return _diff_sanitize(a, b, alpha)  # type: ignore[arg-type]
+    if isinstance(a, CampaignRun):
+        return _diff_campaign(a, b, alpha)  # type: ignore[arg-type]
+    return _diff_profile(a, b, alpha, seed)  # type: ignore[arg-type]
+
+
+# ---- traces and jobs --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class _Analysed:
+    """One side's analyses (one per traced process) and what it says about itself."""
+
+    side: Side
+    analyses: tuple[tuple[str, Analysis], ...]  # (process label, analysis); "" for a single trace
+
+
+def _analyse(run: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> _Analysed:
+    from tracer.trace.job_summary import kernel_steps
+
+    if isinstance(run, TraceRun):
+        an = run.analyze(spec, hazards)
+        found = (("", an),)
+        notes = tuple(an.warnings)
+        complete = not an.trace.record_errors
+    else:
+        ja = run.analyze(spec, hazards)
+        found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses) if x is not None)
+        notes = tuple(ja.incomplete_lines())
+        complete = not ja.incomplete and not any(x.trace.record_errors for _, x in found)
+    steps = sum(len(kernel_steps(x.trace, x)[0]) for _, x in found)
+    side = Side(path=str(run.path), complete=complete, size=sum(len(x.trace.kernels) for _, x in found), steps=steps,
+                notes=notes)
+    return _Analysed(side, found)
+
+
+def _both(a: TraceRun | JobRun, b: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> tuple[_Analysed, _Analysed]:
+    if a is b:
+        one = _analyse(a, spec, hazards)
+        return one, one
+    with ThreadPoolExecutor(2) as pool:
+        fa, fb = pool.submit(_analyse, a, spec, hazards), pool.submit(_analyse, b, spec, hazards)
+        return fa.result(), fb.result()
+
+
+def _diff_traces(a: TraceRun | JobRun, b: TraceRun | JobRun, pairs: PairSpec | None, hazards: bool, alpha: float,
+                 seed: int) -> Diff:
+    spec = pairs if pairs is not None else PairSpec.from_args(None, default=a.pair_spec or b.pair_spec)
+    xa, xb = _both(a, b, spec, hazards)
+    timing = compare_samples(_samples(xa), _samples(xb), alpha, seed)
+    pa, pb = [p for _, x in xa.analyses for p in x.pairs], [p for _, x in xb.analyses for p in x.pairs]
+    haz = compare_hazards(_hazards(xa), _hazards(xb)) if hazards else None
+    return Diff(kind=DiffKind.JOB if isinstance(a, JobRun) else DiffKind.TRACE, a=xa.side, b=xb.side, same_input=a is b,
+                matching=_matching(xa, xb), pairs=compare_pairs(pa, pb),
+                pair_counts=(_pair_counts(xa), _pair_counts(xb)), hazards=haz, timing=timing, alpha=alpha,
+                notes=_pair_notes(pa, pb, spec), layouts=(step_layout(xa.analyses[0][1]), step_layout(xb.analyses[0][1]))
+                if xa.analyses and xb.analyses else None)
+
+
+def _samples(x: _Analysed) -> Samples:
+    return pooled([trace_samples(an) for _, an in x.analyses])
+
+
+def _pair_counts(x: _Analysed) -> dict[str, int]:
+    total: Counter[str] = Counter()
+    for _, an in x.analyses:
+        total.update(an.pair_counts)
+    return dict(total)
+
+
+def _hazards(x: _Analysed) -> Hazards | None:
+    """One side's hazards; a job's processes joined (None: a process was not judged)."""
+    found = [an.hazards for _, an in x.analyses]
+    if not found or any(h is None for h in found):
+        return None
+    if len(found) == 1:
+        return found[0]
+    counts: Counter[str] = Counter()
+    for h in found:
+        counts.update(dict(h.counts))  # type: ignore[union-attr]
+    return Hazards(memory=all(h.memory for h in found), unjudged=sum(h.unjudged for h in found),  # type: ignore[union-attr]
+                   counts=tuple(counts.items()), listed=tuple(y for h in found for y in h.listed))  # type: ignore[union-attr]
+
+
+def _matching(a: _Analysed, b: _Analysed) -> str:
+    procs = ""
+    if len(a.analyses) > 1 or len(b.analyses) > 1:
+        la, lb = {n for n, _ in a.analyses}, {n for n, _ in b.analyses}
+        procs = (f"processes pooled: A {len(la)}, B {len(lb)} traced" +
+                 (f" (only in A: {', '.join(sorted(la - lb))})" if la - lb else "") +
+                 (f" (only in B: {', '.join(sorted(lb - la))})" if lb - la else "") + "; ")
+    if a.side.steps == b.side.steps and a.side.steps:
+        steps = f"{a.side.steps} steps on each side, compared as distributions"
+    elif a.side.steps or b.side.steps:
+        steps = (f"steps do not line up (A {a.side.steps}, B {b.side.steps}): compared as distributions over the steps "
+                 "each side has, never step by step")
+    else:
+        steps = "no step ranges: per-launch and per-range-instance distributions"
+    return procs + steps + "; step numbers in range names pooled (step3/x -> step*/x)"
+
+
+def _pair_notes(pa: Sequence[PairVerdict], pb: Sequence[PairVerdict], spec: PairSpec) -> tuple[str, ...]:
+    return (f"pairs judged with --pairs {spec}; listed pairs only (--pairs all lists up to 200 per side)",) if pa or pb else ()
+
+
+# ---- sanitize, campaign, profile ------------------------------------------------------------------
+
+def _diff_sanitize(a: SanitizeRun, b: SanitizeRun, alpha: float) -> Diff:
+    fd = compare_findings(a.runs, b.runs)
+    sa, sb = (Side(path=str(r.path), complete=not any(u.startswith(n) for u in fd.unjudged), size=len(r.runs), steps=0,
+                   notes=tuple(f"{u[2:]} (not judged)" for u in fd.unjudged if u.startswith(n))) for n, r in (("A", a), ("B", b)))
+    return Diff(kind=DiffKind.SANITIZE, a=sa, b=sb, same_input=a is b, matching="findings matched by workload, tool, kind, "
+                "kernel and source line; runs by workload and tool", findings=fd, alpha=alpha)
+
+
+def _diff_campaign(a: CampaignRun, b: CampaignRun, alpha: float) -> Diff:
+    sa, sb = (Side(path=str(r.path), complete=True, size=len(r.cells), steps=0,
+                   notes=tuple(f"cell {e} has no trials" for e in r.empty)) for r in (a, b))
+    return Diff(kind=DiffKind.CAMPAIGN, a=sa, b=sb, same_input=a is b, matching="cells matched by label",
+                cells=compare_cells(a.cells, b.cells, alpha), alpha=alpha)
+
+
+def _launch_samples(run: NcuRun) -> Samples:
+    by: dict[tuple[KeyKind, str], list[float]] = {}
+    for t in run.run.targets:
+        for x in t.report.launches:
+            if x.duration_ns is None:
+                continue
+            by.setdefault((KeyKind.KERNEL, x.name), []).append(x.duration_ns)
+            if x.nvtx_leaf:
+                by.setdefault((KeyKind.RANGE, range_key(x.nvtx_leaf)), []).append(x.duration_ns)
+    return Samples({k: np.asarray(v, dtype=np.float64) for k, v in by.items()})
+
+
+def _diff_profile(a: NcuRun, b: NcuRun, alpha: float, seed: int) -> Diff:
+    sa, sb = (Side(path=str(r.path), complete=True, size=sum(len(t.report.launches) for t in r.run.targets), steps=0)
+              for r in (a, b))
+    return Diff(kind=DiffKind.PROFILE, a=sa, b=sb, same_input=a is b, matching="launches pooled by kernel name and "
+                "innermost NVTX range (ncu durations)", timing=compare_samples(_launch_samples(a), _launch_samples(b), alpha, seed),
+                alpha=alpha)

@@ -1,0 +1,40 @@
+"""Per-key duration samples of one trace or job (tracer.compare.timing compares them): kernel
+launches by name, NVTX range instances by name (step numbers pooled), steps."""
+from __future__ import annotations
+
+import numpy as np
+
+from tracer.compare.timing import KeyKind, Samples, group_samples, range_key, span_per_group
+from tracer.trace.analyze import Analysis
+from tracer.trace.job_summary import kernel_steps
+
+STEPS = "steps"
+
+
+def trace_samples(a: Analysis) -> dict[tuple[KeyKind, str], np.ndarray]:
+    t, k = a.trace, a.trace.kernels
+    out: dict[tuple[KeyKind, str], np.ndarray] = {}
+    names, inv = np.unique(k.name, return_inverse=True)
+    labels = [t.strings[int(x)] for x in names.tolist()]
+    for name, v in group_samples(labels, inv.astype(np.int64), k.end - k.start).items():
+        out[(KeyKind.KERNEL, name)] = v
+    rng, dur = span_per_group(a.attribution.range_of_kernel, k.start, k.end)
+    if len(rng):
+        texts, tinv = np.unique(t.ranges.text[rng], return_inverse=True)
+        labels = [range_key(t.strings[int(x)]) for x in texts.tolist()]
+        for name, v in group_samples(labels, tinv.astype(np.int64), dur).items():
+            out[(KeyKind.RANGE, name)] = v
+    steps, step = kernel_steps(t, a)
+    if steps:
+        _, span = span_per_group(step, k.start, k.end)
+        out[(KeyKind.STEP, STEPS)] = span
+    return out
+
+
+def pooled(parts: list[dict[tuple[KeyKind, str], np.ndarray]]) -> Samples:
+    """Several processes' samples (a job's ranks) under the same keys."""
+    joined: dict[tuple[KeyKind, str], list[np.ndarray]] = {}
+    for p in parts:
+        for key, v in p.items():
+            joined.setdefault(key, []).append(v)
+    return Samples({k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in joined.items()})

@@ -1,0 +1,163 @@
+"""Time of A against B per key (a step, an NVTX range, a kernel name): the distribution over its
+instances in each run, the ratio of the medians with a bootstrap 95% interval, and a two-sided
+Mann-Whitney U test, Holm-corrected over every judged key. A change is beyond run-to-run noise when
+the corrected p-value is under alpha and the interval excludes 1.
+
+Samples are integer nanoseconds: per kernel launch its duration; per NVTX range instance the GPU
+span of the kernels attributed to it (first start to last end); per step the GPU span of its kernels.
+Step ranges (step3, ProfilerStep#3, iteration 3) are pooled under one key with the number replaced by
+`*`, so runs of different step counts compare as distributions, never step by step.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import Enum
+
+import numpy as np
+
+from tracer.campaign.stats import holm
+
+ALPHA = 0.05
+MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged
+BOOTSTRAP = 400  # resamples
+BOOTSTRAP_CAP = 2000  # a larger side is bootstrapped from a random subsample of this size (a wider, safer interval)
+STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
+
+
+class KeyKind(str, Enum):
+    STEP = "step"
+    RANGE = "range"
+    KERNEL = "kernel"
+
+
+class Change(str, Enum):
+    SLOWER = "slower"  # beyond noise
+    FASTER = "faster"  # beyond noise
+    WITHIN_NOISE = "within-noise"
+    UNJUDGED = "unjudged"  # fewer than MIN_SAMPLES instances on a side
+    NEW = "new"  # only in B
+    GONE = "gone"  # only in A
+
+
+@dataclass(frozen=True)
+class Samples:
+    """Durations (ns) per key of one run."""
+
+    by_key: dict[tuple[KeyKind, str], np.ndarray]
+
+
+@dataclass(frozen=True, kw_only=True)
+class TimeChange:
+    kind: KeyKind
+    name: str
+    n_a: int
+    n_b: int
+    median_a_ns: float | None
+    median_b_ns: float | None
+    total_a_ns: int
+    total_b_ns: int
+    ratio: float | None  # median B / median A
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None  # Mann-Whitney U, two-sided
+    p_holm: float | None
+    change: Change
+
+    @property
+    def percent(self) -> float | None:
+        return None if self.ratio is None else (self.ratio - 1.0) * 100.0
+
+    def to_json(self) -> dict[str, object]:
+        out: dict[str, object] = {k: (v.value if isinstance(v, Enum) else v) for k, v in self.__dict__.items()}
+        out["percent"] = self.percent
+        return out
+
+
+def range_key(name: str) -> str:
+    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd'."""
+    head, sep, rest = name.partition("/")
+    m = STEP_HEAD.match(head.strip())
+    return f"{m.group(1)}{m.group(2)}*{sep}{rest}" if m else name
+
+
+def group_samples(labels: list[str], codes: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
+    """values grouped by labels[codes[i]] (labels may repeat: their groups are joined)."""
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(labels) + 1))
+    out: dict[str, list[np.ndarray]] = {}
+    for i, label in enumerate(labels):
+        if bounds[i + 1] > bounds[i]:
+            out.setdefault(label, []).append(values[order[bounds[i]:bounds[i + 1]]])
+    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in out.items()}
+
+
+def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(group ids, first start to last end) for the items with group >= 0."""
+    sel = group >= 0
+    g, s, e = group[sel], start[sel], end[sel]
+    if len(g) == 0:
+        return g, g
+    order = np.argsort(g, kind="stable")
+    g, s, e = g[order], s[order], e[order]
+    head = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
+    return g[head], np.maximum.reduceat(e, head) - np.minimum.reduceat(s, head)
+
+
+def _median_ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    def draws(x: np.ndarray) -> np.ndarray:
+        if len(x) > BOOTSTRAP_CAP:
+            x = rng.choice(x, BOOTSTRAP_CAP, replace=False)
+        return np.median(x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))], axis=1)
+
+    ma, mb = draws(a), draws(b)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratios = mb / ma
+    ratios = ratios[np.isfinite(ratios)]
+    if len(ratios) < BOOTSTRAP // 2:
+        return float("nan"), float("nan")
+    lo, hi = np.percentile(ratios, [2.5, 97.5])
+    return float(lo), float(hi)
+
+
+def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, rng: np.random.Generator) -> TimeChange:
+    from scipy import stats
+
+    na, nb = (0 if x is None else len(x) for x in (a, b))
+    med = [None if x is None else float(np.median(x)) for x in (a, b)]
+    base = dict(kind=kind, name=name, n_a=na, n_b=nb, median_a_ns=med[0], median_b_ns=med[1],
+                total_a_ns=int(a.sum()) if a is not None else 0, total_b_ns=int(b.sum()) if b is not None else 0)
+    if a is None or b is None:
+        return TimeChange(**base, ratio=None, ci_low=None, ci_high=None, p_value=None, p_holm=None,
+                          change=Change.NEW if a is None else Change.GONE)
+    ratio = med[1] / med[0] if med[0] else None  # type: ignore[operator]
+    if min(na, nb) < MIN_SAMPLES or ratio is None:
+        return TimeChange(**base, ratio=ratio, ci_low=None, ci_high=None, p_value=None, p_holm=None, change=Change.UNJUDGED)
+    p = 1.0 if np.array_equal(np.unique(a), np.unique(b)) and len(np.unique(a)) == 1 else \
+        float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    lo, hi = _median_ratio_ci(a, b, rng)
+    return TimeChange(**base, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, p_holm=None, change=Change.WITHIN_NOISE)
+
+
+def _judge(c: TimeChange, p_holm: float, alpha: float) -> TimeChange:
+    from dataclasses import replace
+
+    lo, hi = c.ci_low, c.ci_high
+    beyond = p_holm < alpha and lo is not None and hi is not None and np.isfinite(lo) and (lo > 1.0 or hi < 1.0)
+    change = (Change.SLOWER if (c.ratio or 0) > 1.0 else Change.FASTER) if beyond else Change.WITHIN_NOISE
+    return replace(c, p_holm=p_holm, change=change)
+
+
+ORDER = {Change.SLOWER: 0, Change.FASTER: 1, Change.NEW: 2, Change.GONE: 3, Change.UNJUDGED: 4, Change.WITHIN_NOISE: 5}
+
+
+def compare_samples(a: Samples, b: Samples, alpha: float = ALPHA, seed: int = 0) -> tuple[TimeChange, ...]:
+    """Every key of A or B; judged keys Holm-corrected together. Ordered what changed first (slower,
+    faster, new, gone, unjudged, within noise), then by the time at stake."""
+    rng = np.random.default_rng(seed)
+    keys = sorted(set(a.by_key) | set(b.by_key), key=lambda k: (k[0].value, k[1]))
+    out = [_one(k[0], k[1], a.by_key.get(k), b.by_key.get(k), rng) for k in keys]
+    judged = [i for i, c in enumerate(out) if c.p_value is not None]
+    for i, p in zip(judged, holm([out[i].p_value for i in judged])):  # type: ignore[misc]
+        out[i] = _judge(out[i], p, alpha)
+    return tuple(sorted(out, key=lambda c: (ORDER[c.change], -abs(c.total_b_ns - c.total_a_ns))))
