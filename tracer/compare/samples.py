@@ -11,7 +11,8 @@ from tracer.trace.job_summary import kernel_steps
 STEPS = "steps"
 
 
-def trace_samples(a: Analysis) -> dict[tuple[KeyKind, str], np.ndarray]:
+def trace_samples(a: Analysis, steps: tuple[list[str], np.ndarray] | None = None) -> dict[tuple[KeyKind, str], np.ndarray]:
+    """`steps`: kernel_steps(a.trace, a) when the caller has it already."""
     t, k = a.trace, a.trace.kernels
     out: dict[tuple[KeyKind, str], np.ndarray] = {}
     names, inv = np.unique(k.name, return_inverse=True)
@@ -24,8 +25,8 @@ def trace_samples(a: Analysis) -> dict[tuple[KeyKind, str], np.ndarray]:
         labels = [range_key(t.strings[int(x)]) for x in texts.tolist()]
         for name, v in group_samples(labels, tinv.astype(np.int64), dur).items():
             out[(KeyKind.RANGE, name)] = v
-    steps, step = kernel_steps(t, a)
-    if steps:
+    names, step = steps if steps is not None else kernel_steps(t, a)
+    if names:
         _, span = span_per_group(step, k.start, k.end)
         out[(KeyKind.STEP, STEPS)] = span
     return out

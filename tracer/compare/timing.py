@@ -20,8 +20,8 @@ from tracer.campaign.stats import holm
 
 ALPHA = 0.05
 MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged
-BOOTSTRAP = 400  # resamples
-BOOTSTRAP_CAP = 2000  # a larger side is bootstrapped from a random subsample of this size (a wider, safer interval)
+BOOTSTRAP = 300  # resamples
+BOOTSTRAP_CAP = 1000  # a larger side is bootstrapped from a random subsample of this size (a wider, safer interval)
 STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
 
 

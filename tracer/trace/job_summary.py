@@ -199,28 +199,30 @@ def kernel_steps(trace: Trace, a: Analysis) -> tuple[list[str], np.ndarray]:
     is attributed to, else the step range open (on any thread) when it was launched."""
     r, k = trace.ranges, trace.kernels
     u, inv = np.unique(r.text, return_inverse=True)
-    key_of_text = [step_key(trace.strings[int(sid)]) for sid in u]
-    keys = [key_of_text[i] for i in inv.tolist()] if len(u) else []
-    bounds: dict[str, list[int]] = {}
-    for i, key in enumerate(keys):
-        if key is not None:
-            end = int(r.end[i]) if r.end[i] >= 0 else int(NEVER_CLOSED)
-            lo_hi = bounds.setdefault(key, [int(r.start[i]), end])
-            lo_hi[0], lo_hi[1] = min(lo_hi[0], int(r.start[i])), max(lo_hi[1], end)
-    names = sorted(bounds, key=lambda n: bounds[n][0])
+    key_of_text = [step_key(trace.strings[int(sid)]) for sid in u.tolist()]
+    keys = sorted({x for x in key_of_text if x is not None})
     step = np.full(len(k), -1, dtype=np.int64)
-    if not names:
-        return names, step
-    index = {n: i for i, n in enumerate(names)}
-    of_range = np.array([index[x] if x is not None else -1 for x in keys], dtype=np.int64)
+    if not keys:
+        return [], step
+    at = {x: i for i, x in enumerate(keys)}
+    of_range = np.array([-1 if x is None else at[x] for x in key_of_text], dtype=np.int64)[inv]  # per range, -1: no step
+    sel = np.flatnonzero(of_range >= 0)
+    lo = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, of_range[sel], r.start[sel])
+    np.maximum.at(hi, of_range[sel], np.where(r.end[sel] >= 0, r.end[sel], NEVER_CLOSED))
+    order = np.argsort(lo, kind="stable")  # steps in order of their first start
+    names = [keys[i] for i in order.tolist()]
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    of_range = np.where(of_range >= 0, rank[np.maximum(of_range, 0)], -1)
+    starts, ends = lo[order], hi[order]
     rk = a.attribution.range_of_kernel
-    step = np.where(rk >= 0, of_range[np.maximum(rk, 0)], -1)
+    step = np.where(rk >= 0, of_range[np.maximum(rk, 0)], -1) if len(of_range) else step
     t = np.where(a.attribution.launch_start >= 0, a.attribution.launch_start, k.start)
-    starts = np.array([bounds[n][0] for n in names], dtype=np.int64)
-    ends = np.array([bounds[n][1] for n in names], dtype=np.int64)
-    at = np.searchsorted(starts, t, side="right") - 1
-    inside = (at >= 0) & (ends[np.maximum(at, 0)] >= t)
-    return names, np.where(step >= 0, step, np.where(inside, at, -1))
+    at_ = np.searchsorted(starts, t, side="right") - 1
+    inside = (at_ >= 0) & (ends[np.maximum(at_, 0)] >= t)
+    return names, np.where(step >= 0, step, np.where(inside, at_, -1))
 
 
 def union_stats(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
