@@ -15,10 +15,13 @@ def trace_samples(a: Analysis, steps: tuple[list[str], np.ndarray] | None = None
     """`steps`: kernel_steps(a.trace, a) when the caller has it already."""
     t, k = a.trace, a.trace.kernels
     out: dict[tuple[KeyKind, str], np.ndarray] = {}
-    names, inv = np.unique(k.name, return_inverse=True)
-    labels = [t.strings[int(x)] for x in names.tolist()]
-    for name, v in group_samples(labels, inv.astype(np.int64), k.end - k.start).items():
-        out[(KeyKind.KERNEL, name)] = v
+    order = np.argsort(k.name, kind="stable")
+    sorted_names = k.name[order]
+    head = np.flatnonzero(np.r_[True, sorted_names[1:] != sorted_names[:-1]]) if len(order) else order
+    dur = (k.end - k.start)[order]
+    for lo, hi in zip(head.tolist(), np.r_[head[1:], len(order)].tolist()):
+        key = (KeyKind.KERNEL, t.strings[int(sorted_names[lo])])
+        out[key] = dur[lo:hi] if key not in out else np.concatenate([out[key], dur[lo:hi]])
     rng, dur = span_per_group(a.attribution.range_of_kernel, k.start, k.end)
     if len(rng):
         texts, tinv = np.unique(t.ranges.text[rng], return_inverse=True)

@@ -10,6 +10,7 @@ Step ranges (step3, ProfilerStep#3, iteration 3) are pooled under one key with t
 """
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 from enum import Enum
@@ -20,8 +21,7 @@ from tracer.campaign.stats import holm
 
 ALPHA = 0.05
 MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged
-BOOTSTRAP = 300  # resamples
-BOOTSTRAP_CAP = 1000  # a larger side is bootstrapped from a random subsample of this size (a wider, safer interval)
+BOOTSTRAP = 2000  # resamples (each side's bootstrap medians drawn exactly: bootstrap_medians)
 STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
 
 
@@ -93,24 +93,45 @@ def group_samples(labels: list[str], codes: np.ndarray, values: np.ndarray) -> d
 
 
 def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(group ids, first start to last end) for the items with group >= 0."""
+    """(group ids present, first start to last end of each) for the items with group >= 0."""
     sel = group >= 0
-    g, s, e = group[sel], start[sel], end[sel]
+    g = group[sel]
     if len(g) == 0:
         return g, g
-    order = np.argsort(g, kind="stable")
-    g, s, e = g[order], s[order], e[order]
-    head = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    return g[head], np.maximum.reduceat(e, head) - np.minimum.reduceat(s, head)
+    n = int(g.max()) + 1
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, g, start[sel])
+    np.maximum.at(hi, g, end[sel])
+    ids = np.flatnonzero(hi > np.iinfo(np.int64).min)
+    return ids, hi[ids] - lo[ids]
+
+
+def bootstrap_medians(x: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """`draws` medians of bootstrap resamples of x, drawn without resampling: the j-th smallest of
+    a resample is at most the k-th smallest of x when at least j of its n draws are among the k + 1
+    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 standard deviations of the
+    middle (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly
+    the bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
+    same draw and averaged (their dependence approximated as monotone)."""
+    from scipy import special
+
+    xs = np.sort(x).astype(np.float64)
+    n = len(xs)
+    half = int(10 * np.sqrt(n)) + 10
+    k = np.arange(max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
+    u = rng.random(draws)
+
+    def order_stat(j: int) -> np.ndarray:  # the j-th smallest (1-based) of each resample
+        cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
+        return xs[k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]]
+
+    lower = order_stat((n + 1) // 2)
+    return lower if n % 2 else (lower + order_stat(n // 2 + 1)) / 2
 
 
 def _median_ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    def draws(x: np.ndarray) -> np.ndarray:
-        if len(x) > BOOTSTRAP_CAP:
-            x = rng.choice(x, BOOTSTRAP_CAP, replace=False)
-        return np.median(x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))], axis=1)
-
-    ma, mb = draws(a), draws(b)
+    ma, mb = bootstrap_medians(a, BOOTSTRAP, rng), bootstrap_medians(b, BOOTSTRAP, rng)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = mb / ma
     ratios = ratios[np.isfinite(ratios)]
@@ -120,9 +141,29 @@ def _median_ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> 
     return float(lo), float(hi)
 
 
-def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, rng: np.random.Generator) -> TimeChange:
+def mann_whitney_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Mann-Whitney U p-value: scipy's (exact where it picks exact) when a side has at most
+    8 values; else the normal approximation with tie and continuity corrections, as scipy's
+    asymptotic method computes it, without its per-call overhead (hundreds of keys per diff)."""
     from scipy import stats
 
+    na, nb = len(a), len(b)
+    if min(na, nb) <= 8:
+        return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    x = np.concatenate([a, b]).astype(np.float64)
+    ranks = stats.rankdata(x)
+    u1 = float(ranks[:na].sum()) - na * (na + 1) / 2
+    n = na + nb
+    _, counts = np.unique(x, return_counts=True)
+    ties = float((counts.astype(np.float64) ** 3 - counts).sum())
+    sd = math.sqrt(na * nb / 12 * ((n + 1) - ties / (n * (n - 1))))
+    if sd == 0:
+        return 1.0
+    z = (max(u1, na * nb - u1) - na * nb / 2 - 0.5) / sd
+    return float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, rng: np.random.Generator) -> TimeChange:
     na, nb = (0 if x is None else len(x) for x in (a, b))
     med = [None if x is None else float(np.median(x)) for x in (a, b)]
     base = dict(kind=kind, name=name, n_a=na, n_b=nb, median_a_ns=med[0], median_b_ns=med[1],
@@ -133,8 +174,7 @@ def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, r
     ratio = med[1] / med[0] if med[0] else None  # type: ignore[operator]
     if min(na, nb) < MIN_SAMPLES or ratio is None:
         return TimeChange(**base, ratio=ratio, ci_low=None, ci_high=None, p_value=None, p_holm=None, change=Change.UNJUDGED)
-    p = 1.0 if np.array_equal(np.unique(a), np.unique(b)) and len(np.unique(a)) == 1 else \
-        float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    p = 1.0 if np.array_equal(np.unique(a), np.unique(b)) and len(np.unique(a)) == 1 else mann_whitney_p(a, b)
     lo, hi = _median_ratio_ci(a, b, rng)
     return TimeChange(**base, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, p_holm=None, change=Change.WITHIN_NOISE)
 
