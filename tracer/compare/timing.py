@@ -11,18 +11,17 @@ Step ranges (step3, ProfilerStep#3, iteration 3) are pooled under one key with t
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
 from tracer.campaign.stats import holm
+from tracer.trace.job_summary import range_key  # noqa: F401  (re-exported: the diff's key for range names)
 
 ALPHA = 0.05
 MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged
 BOOTSTRAP = 2000  # resamples (each side's bootstrap medians drawn exactly: bootstrap_medians)
-STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
 
 
 class KeyKind(str, Enum):
@@ -72,13 +71,6 @@ class TimeChange:
         out: dict[str, object] = {k: (v.value if isinstance(v, Enum) else v) for k, v in self.__dict__.items()}
         out["percent"] = self.percent
         return out
-
-
-def range_key(name: str) -> str:
-    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd'."""
-    head, sep, rest = name.partition("/")
-    m = STEP_HEAD.match(head.strip())
-    return f"{m.group(1)}{m.group(2)}*{sep}{rest}" if m else name
 
 
 def group_samples(labels: list[str], codes: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:

@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -17,6 +18,9 @@ from tracer.trace.model import Trace
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 from tracer.trace.selection import require_matches
+
+if TYPE_CHECKING:
+    from tracer.trace.explain import Explained
 
 MAX_LISTED_PAIRS = 200
 UNORDERED = VERDICTS.index(Verdict.UNORDERED)
@@ -76,6 +80,7 @@ class Analysis:
     pair_spec: PairSpec
     hazards: Hazards | None = None  # None: switched off (--no-hazards)
     notes: tuple[str, ...] = field(default=())
+    explained: Explained | None = None  # where the time went (--explain; tracer.trace.explain)
 
     def to_json(self) -> dict[str, object]:
         t = self.trace
@@ -95,6 +100,7 @@ class Analysis:
             "hazards": self.hazards.to_json() if self.hazards else {"memory": bool(t.memory and t.memory.recorded),
                                                                     "checked": False},
             "warnings": list(self.warnings), "notes": list(self.notes),
+            **({"time": self.explained.to_json()} if self.explained is not None else {}),
         }
 
     @property
@@ -129,6 +135,8 @@ class Analysis:
         lines += [f"note: {n}" for n in self.notes]
         if self.hazards is not None:
             lines += self.hazards.text_lines()
+        if self.explained is not None:
+            lines += self.explained.text_lines()
         return lines
 
 

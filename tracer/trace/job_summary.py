@@ -194,6 +194,16 @@ def step_key(name: str) -> str | None:
     return head if STEP.match(head) else None
 
 
+STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
+
+
+def range_key(name: str) -> str:
+    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd', 'ProfilerStep#3' -> 'ProfilerStep#*'."""
+    head, sep, rest = name.partition("/")
+    m = STEP_HEAD.match(head.strip())
+    return f"{m.group(1)}{m.group(2)}*{sep}{rest}" if m else name
+
+
 def kernel_steps(trace: Trace, a: Analysis) -> tuple[list[str], np.ndarray]:
     """(step names in order, step index per kernel, -1 for none): the step of the range the kernel
     is attributed to, else the step range open (on any thread) when it was launched."""
