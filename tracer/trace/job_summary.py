@@ -194,14 +194,22 @@ def step_key(name: str) -> str | None:
     return head if STEP.match(head) else None
 
 
-STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
+STEP_PREFIXES = ("profilerstep#", "step", "iteration", "iter")
+STEP_SEPARATORS = " _#:.-"
 
 
 def range_key(name: str) -> str:
-    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd', 'ProfilerStep#3' -> 'ProfilerStep#*'."""
+    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd', 'ProfilerStep#3' ->
+    'ProfilerStep#*' (the names STEP matches; string operations, no regex: called per distinct name)."""
     head, sep, rest = name.partition("/")
-    m = STEP_HEAD.match(head.strip())
-    return f"{m.group(1)}{m.group(2)}*{sep}{rest}" if m else name
+    h = head.strip()
+    stem = h.rstrip("0123456789")
+    if stem == h:
+        return name
+    low = stem.lower()
+    if low in STEP_PREFIXES or (low[-1:] in STEP_SEPARATORS and low[:-1] in STEP_PREFIXES):
+        return f"{stem}*{sep}{rest}"
+    return name
 
 
 def kernel_steps(trace: Trace, a: Analysis) -> tuple[list[str], np.ndarray]:
