@@ -230,3 +230,19 @@ def test_mann_whitney_p_is_scipys(na: int, nb: int, ties: bool) -> None:
     method = "asymptotic" if min(na, nb) > 8 else "auto"
     want = stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue
     assert mann_whitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_profile_targets_of_one_run_and_the_demo_diffs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    variants = DATA / "ncu" / "variants"
+    want = {t["label"]: [x["duration_ns"] for x in t["report"]["launches"]]
+            for t in json.loads((variants / "profile.json").read_text())["targets"]}
+    d = diff_paths(variants, variants, targets=("none", "device_before_atomic"))
+    (t,) = [x for x in d.timing if x.kind is KeyKind.KERNEL]
+    assert t.change is Change.UNJUDGED and not d.no_change and not d.same_input
+    assert t.ratio == pytest.approx(np.median(want["device_before_atomic"]) / np.median(want["none"]))
+    code, _, err = run(capsys, variants, variants, "--targets", "none,nope")
+    assert code == 2 and "'nope'" in err and "device_before_atomic" in err
+    assert main(["demo", "-o", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "hazards: 10 -> 0" in out and "fence variant none -> device_before_atomic" in out
+    assert (tmp_path / "demo" / "diff.png").stat().st_size > 1000 and (tmp_path / "demo" / "diff.html").is_file()

@@ -99,7 +99,8 @@ class Diff:
         verdicts = [self.changed_pairs, [r for r in (self.hazards.rows if self.hazards else ()) if r.status is not Status.UNCHANGED],
                     [r for r in (self.findings.rows if self.findings else ()) if r.status is not Status.UNCHANGED],
                     [c for c in self.cells or () if c.status is not Status.UNCHANGED]]
-        return not self.changed_timing and not any(verdicts)
+        moved = [t for t in self.timing if t.change is Change.UNJUDGED and t.median_a_ns != t.median_b_ns]
+        return not self.changed_timing and not moved and not any(verdicts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -148,17 +149,23 @@ def kind_of(art: Artifact) -> DiffKind:
 
 
 def diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
-               seed: int = 0) -> Diff:
+               seed: int = 0, targets: tuple[str, str] | None = None) -> Diff:
     same = a.resolve() == b.resolve()
     art_a = open_artifact(a)
-    return diff_artifacts(art_a, art_a if same else open_artifact(b), pairs=pairs, hazards=hazards, alpha=alpha, seed=seed)
+    return diff_artifacts(art_a, art_a if same else open_artifact(b), pairs=pairs, hazards=hazards, alpha=alpha, seed=seed,
+                          targets=targets)
 
 
 def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
-                   seed: int = 0) -> Diff:
+                   seed: int = 0, targets: tuple[str, str] | None = None) -> Diff:
+    """`targets`: profile runs only, the target (variant) label to take from A and from B."""
     ka, kb = kind_of(a), kind_of(b)
     if ka is not kb:
         raise UsageError(f"cannot diff {a.path} ({WORDS[ka]}) against {b.path} ({WORDS[kb]}): give two inputs of one kind")
+    if targets is not None:
+        if not isinstance(a, NcuRun) or not isinstance(b, NcuRun):
+            raise UsageError(f"--targets picks targets of profile runs, not of {WORDS[ka]}")
+        a, b = _target(a, targets[0]), _target(b, targets[1])
     if isinstance(a, (TraceRun, JobRun)):
         return _diff_traces(a, b, pairs, hazards, alpha, seed)  # type: ignore[arg-type]
     if isinstance(a, SanitizeRun):
@@ -301,9 +308,20 @@ def _launch_samples(run: NcuRun) -> Samples:
     return Samples({k: np.asarray(v, dtype=np.float64) for k, v in by.items()})
 
 
+def _target(run: NcuRun, label: str) -> NcuRun:
+    from dataclasses import replace
+
+    from tracer.errors import unknown
+
+    chosen = tuple(t for t in run.run.targets if t.label == label)
+    if not chosen:
+        raise unknown(f"target of {run.path}", label, [t.label for t in run.run.targets])
+    return replace(run, path=Path(f"{run.path}[{label}]"), run=replace(run.run, targets=chosen))
+
+
 def _diff_profile(a: NcuRun, b: NcuRun, alpha: float, seed: int) -> Diff:
     sa, sb = (Side(path=str(r.path), complete=True, size=sum(len(t.report.launches) for t in r.run.targets), steps=0)
               for r in (a, b))
-    return Diff(kind=DiffKind.PROFILE, a=sa, b=sb, same_input=a is b, matching="launches pooled by kernel name and "
+    return Diff(kind=DiffKind.PROFILE, a=sa, b=sb, same_input=a.run is b.run, matching="launches pooled by kernel name and "
                 "innermost NVTX range (ncu durations)", timing=compare_samples(_launch_samples(a), _launch_samples(b), alpha, seed),
                 alpha=alpha)
