@@ -350,7 +350,8 @@ def _clock_notes(traced: list[JobProcess], offsets: dict[str, int | None], sprea
         notes.append("processes without clock pairs are not aligned (offset 0): "
                      + ", ".join(k for k, o in offsets.items() if o is None))
     if any(s is None and offsets[k] is not None for k, s in spreads.items()):
-        notes.append("processes with one clock pair (they died before their end pair): their drift is not measured")
+        notes.append("processes with one clock pair (they died before their end pair, or Kineto traces, already on their "
+                     "host's wall clock): their drift is not measured")
     if len({p.host for p in traced}) > 1:
         notes.append("several hosts: the clock pairs tie each trace to its host's wall clock, not the hosts' clocks "
                      "to each other (NTP); the collectives do")
