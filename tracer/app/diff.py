@@ -1,15 +1,17 @@
 """`tracer diff A B`: two runs of one kind compared (the JSON contract is docs/diff.md).
 
     diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True,
-               alpha: float = 0.05, seed: int = 0) -> Diff
+               alpha: float = 0.05, seed: int = 0, targets: tuple[str, str] | None = None) -> Diff
     diff_artifacts(a: Artifact, b: Artifact, **same options) -> Diff
     Diff.to_json() -> dict   # {"schema": SCHEMA, "kind": ..., "a": ..., "b": ..., ...}; stable, versioned
     Diff.failures(new_hazard=False, new_finding=False, regression_pct=None) -> list[str]  # gates; [] passes
 
 Kinds: a trace (file or run directory: nsys SQLite, tracer SQLite, Kineto JSON), a job (a run
-directory with procs/), a sanitize report, a campaign store or ablation JSON, a profile run. Two
+directory with procs/, or a folder of Kineto traces), a sanitize report, a campaign store or ablation JSON, a profile run. Two
 inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
-tracer's default; the same spec judges both sides. B's traces are read while A's are analysed
+tracer's default; the same spec judges both sides. `targets`: profile runs only, the target
+(variant) label taken from A and from B. Errors are TracerErrors (UsageError for two kinds,
+TraceFormatError for unreadable input); nothing is printed. B's traces are read while A's are analysed
 (a thread: the SQLite reads release the GIL); each side is reduced to what the diff keeps and its
 traces dropped before the next is analysed.
 """
