@@ -1,4 +1,5 @@
-"""`tracer diff` of two 1M-kernel traces against `tracer trace analyze` of one, side by side.
+"""`tracer diff` of two 1M-kernel traces against `tracer trace analyze` of one, side by side (and
+`trace analyze --explain` of one, for what the time explanation adds).
 
 Two synthetic nsys-schema traces made by scripts/make_synthetic_trace.py (1M kernels on 8 streams,
 100k NVTX ranges, 10k event waits; seeds 0 and 1, so the two differ), each command run in a child
@@ -62,10 +63,11 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     a, b = trace(args.dir, args.kernels, 0), trace(args.dir, args.kernels, 1)
-    runs: dict[str, list[dict]] = {"analyze": [], "diff": []}
-    for _ in range(args.repeats):  # alternate, so drift in the machine's load hits both alike
+    runs: dict[str, list[dict]] = {"analyze": [], "diff": [], "explain": []}
+    for _ in range(args.repeats):  # alternate, so drift in the machine's load hits all alike
         runs["analyze"].append(child(["trace", "analyze", str(a)]))
         runs["diff"].append(child(["diff", str(a), str(b)]))
+        runs["explain"].append(child(["trace", "analyze", str(a), "--explain"]))
     med = {k: {m: statistics.median(r[m] for r in v) for m in ("seconds", "cpu_seconds", "peak_mb")} for k, v in runs.items()}
     for k, m in med.items():
         spread = ", ".join(f"{r['seconds']:.2f}" for r in runs[k])
@@ -73,6 +75,8 @@ def main() -> int:
     ratio = {m: med["diff"][m] / med["analyze"][m] for m in ("seconds", "cpu_seconds", "peak_mb")}
     print(f"diff / analyze: wall {ratio['seconds']:.2f}x, cpu {ratio['cpu_seconds']:.2f}x, peak memory "
           f"{ratio['peak_mb']:.2f}x (goal: within 2x)")
+    ex = {m: med["explain"][m] / med["analyze"][m] for m in ("seconds", "cpu_seconds", "peak_mb")}
+    print(f"analyze --explain / analyze: wall {ex['seconds']:.2f}x, cpu {ex['cpu_seconds']:.2f}x, peak memory {ex['peak_mb']:.2f}x")
     if args.json:
         Path(args.json).write_text(json.dumps({"runs": runs, "median": med, "ratio": ratio}, indent=1))
     return 0
