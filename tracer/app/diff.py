@@ -7,13 +7,13 @@
     Diff.failures(new_hazard=False, new_finding=False, regression_pct=None) -> list[str]  # gates; [] passes
 
 Kinds: a trace (file or run directory: nsys SQLite, tracer SQLite, Kineto JSON), a job (a run
-directory with procs/, or a folder of Kineto traces), a sanitize report, a campaign store or ablation JSON, a profile run. Two
-inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
+directory with procs/, or a folder of Kineto traces), a sanitize report, a campaign store or
+ablation JSON, a profile run. Two inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
 tracer's default; the same spec judges both sides. `targets`: profile runs only, the target
 (variant) label taken from A and from B. Errors are TracerErrors (UsageError for two kinds,
-TraceFormatError for unreadable input); nothing is printed. B's traces are read while A's are analysed
-(a thread: the SQLite reads release the GIL); each side is reduced to what the diff keeps and its
-traces dropped before the next is analysed.
+TraceFormatError for unreadable input); nothing is printed. B's traces are read while A's are
+analysed (a thread: the SQLite reads release the GIL); each side is reduced to what the diff keeps
+and its traces dropped before the next is analysed.
 """
 from __future__ import annotations
 
@@ -217,7 +217,15 @@ def _reduce(run: TraceRun | JobRun, loaded: Any, spec: PairSpec, hazards: bool) 
                 steps=sum(len(s[0]) for s in steps), notes=notes)
     return _Reduced(side, tuple(n for n, _ in found), pooled([trace_samples(x, s) for (_, x), s in zip(found, steps)]),
                     tuple(p for _, x in found for p in x.pairs), dict(counts), tuple(x.hazards for _, x in found),
-                    step_layout(found[0][1], steps[0]) if found else None)
+                    _layout(found[0], steps[0]) if found else None)
+
+
+def _layout(first: tuple[str, Any], steps: tuple[list[str], np.ndarray]) -> StepLayout:
+    """The first traced process's representative step, named with its process (a job's rank)."""
+    from dataclasses import replace
+
+    lay = step_layout(first[1], steps)
+    return replace(lay, step=f"{first[0]} {lay.step}".strip())
 
 
 def _both(a: TraceRun | JobRun, b: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> tuple[_Reduced, _Reduced]:
