@@ -203,3 +203,46 @@ def test_the_picture_colours_a_bar_by_its_range_else_its_kernel() -> None:
     streams = {f"s{s}" for (s,) in sqlite3.connect(PLANTED).execute("SELECT DISTINCT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")}
     assert la.step.startswith("step") and set(la.lanes) <= streams and len(la.lanes) == 2
     assert la.start.min() == 0 and (la.end >= la.start).all() and len(la.kernel) == len(la.range) == len(la.start)
+
+
+@pytest.mark.parametrize("n", [3, 8, 51, 392])
+def test_exact_bootstrap_medians_match_brute_force_resampling(n: int) -> None:
+    from tracer.compare.timing import bootstrap_medians
+
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(8, 0.5, n)
+    brute = np.median(x[rng.integers(0, n, size=(20_000, n))], axis=1)
+    exact = bootstrap_medians(x, 20_000, rng)
+    for q in (2.5, 50, 97.5):  # the interval's ends and the middle, within 1% of the sample's spread
+        assert abs(np.percentile(exact, q) - np.percentile(brute, q)) <= 0.01 * np.ptp(x) + 1e-9
+
+
+@pytest.mark.parametrize("na,nb,ties", [(9, 12, False), (40, 30, True), (400, 391, True), (3, 5, False)])
+def test_mann_whitney_p_is_scipys(na: int, nb: int, ties: bool) -> None:
+    from scipy import stats
+
+    from tracer.compare.timing import mann_whitney_p
+
+    rng = np.random.default_rng(na * nb)
+    a, b = rng.normal(1_000, 40, na), rng.normal(1_020, 40, nb)
+    if ties:
+        a, b = np.round(a, -1), np.round(b, -1)
+    method = "asymptotic" if min(na, nb) > 8 else "auto"
+    want = stats.mannwhitneyu(a, b, alternative="two-sided", method=method).pvalue
+    assert mann_whitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_profile_targets_of_one_run_and_the_demo_diffs(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    variants = DATA / "ncu" / "variants"
+    want = {t["label"]: [x["duration_ns"] for x in t["report"]["launches"]]
+            for t in json.loads((variants / "profile.json").read_text())["targets"]}
+    d = diff_paths(variants, variants, targets=("none", "device_before_atomic"))
+    (t,) = [x for x in d.timing if x.kind is KeyKind.KERNEL]
+    assert t.change is Change.UNJUDGED and not d.no_change and not d.same_input
+    assert t.ratio == pytest.approx(np.median(want["device_before_atomic"]) / np.median(want["none"]))
+    code, _, err = run(capsys, variants, variants, "--targets", "none,nope")
+    assert code == 2 and "'nope'" in err and "device_before_atomic" in err
+    assert main(["demo", "-o", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "hazards: 10 -> 0" in out and "fence variant none -> device_before_atomic" in out
+    assert (tmp_path / "demo" / "diff.png").stat().st_size > 1000 and (tmp_path / "demo" / "diff.html").is_file()

@@ -226,7 +226,12 @@ def open_artifact(path: Path) -> Artifact:
             return open_trace_dir(path)
         if (path / "report.json").is_file():
             return open_sanitize(path)
-        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json or profile.json in it)")
+        from tracer.trace.kineto_job import is_kineto_dir, kineto_processes
+
+        if is_kineto_dir(path):
+            return JobRun(path, path, kineto_processes(path), None, None)
+        raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json, profile.json or "
+                               "PyTorch profiler traces in it)")
     if not os.path.lexists(path):
         raise TraceFormatError(f"{path}: no such file or directory")
     check_file(path, "a trace, sanitizer output, campaign store or run directory")

@@ -1,16 +1,19 @@
 """`tracer diff A B`: two runs of one kind compared (the JSON contract is docs/diff.md).
 
     diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True,
-               alpha: float = 0.05, seed: int = 0) -> Diff
+               alpha: float = 0.05, seed: int = 0, targets: tuple[str, str] | None = None) -> Diff
     diff_artifacts(a: Artifact, b: Artifact, **same options) -> Diff
     Diff.to_json() -> dict   # {"schema": SCHEMA, "kind": ..., "a": ..., "b": ..., ...}; stable, versioned
     Diff.failures(new_hazard=False, new_finding=False, regression_pct=None) -> list[str]  # gates; [] passes
 
 Kinds: a trace (file or run directory: nsys SQLite, tracer SQLite, Kineto JSON), a job (a run
-directory with procs/), a sanitize report, a campaign store or ablation JSON, a profile run. Two
-inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
-tracer's default; the same spec judges both sides. Both traces are read and analysed at the same time
-(two threads: the SQLite reads and numpy release the GIL).
+directory with procs/, or a folder of Kineto traces), a sanitize report, a campaign store or
+ablation JSON, a profile run. Two inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
+tracer's default; the same spec judges both sides. `targets`: profile runs only, the target
+(variant) label taken from A and from B. Errors are TracerErrors (UsageError for two kinds,
+TraceFormatError for unreadable input); nothing is printed. B's traces are read while A's are
+analysed (a thread: the SQLite reads release the GIL); each side is reduced to what the diff keeps
+and its traces dropped before the next is analysed.
 """
 from __future__ import annotations
 
@@ -31,7 +34,7 @@ from tracer.compare.timing import ALPHA, Change, KeyKind, Samples, TimeChange, c
 from tracer.compare.verdicts import (PAIR_KEY, CellDiff, FindingDiff, HazardDiff, KeyedCount, Status, compare_cells,
                                      compare_findings, compare_hazards, compare_pairs)
 from tracer.errors import UsageError
-from tracer.trace.analyze import Analysis, PairVerdict
+from tracer.trace.analyze import PairVerdict
 from tracer.trace.hazards import Hazards
 from tracer.trace.pairs import PairSpec
 
@@ -98,7 +101,8 @@ class Diff:
         verdicts = [self.changed_pairs, [r for r in (self.hazards.rows if self.hazards else ()) if r.status is not Status.UNCHANGED],
                     [r for r in (self.findings.rows if self.findings else ()) if r.status is not Status.UNCHANGED],
                     [c for c in self.cells or () if c.status is not Status.UNCHANGED]]
-        return not self.changed_timing and not any(verdicts)
+        moved = [t for t in self.timing if t.change is Change.UNJUDGED and t.median_a_ns != t.median_b_ns]
+        return not self.changed_timing and not moved and not any(verdicts)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -147,17 +151,23 @@ def kind_of(art: Artifact) -> DiffKind:
 
 
 def diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
-               seed: int = 0) -> Diff:
+               seed: int = 0, targets: tuple[str, str] | None = None) -> Diff:
     same = a.resolve() == b.resolve()
     art_a = open_artifact(a)
-    return diff_artifacts(art_a, art_a if same else open_artifact(b), pairs=pairs, hazards=hazards, alpha=alpha, seed=seed)
+    return diff_artifacts(art_a, art_a if same else open_artifact(b), pairs=pairs, hazards=hazards, alpha=alpha, seed=seed,
+                          targets=targets)
 
 
 def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, hazards: bool = True, alpha: float = ALPHA,
-                   seed: int = 0) -> Diff:
+                   seed: int = 0, targets: tuple[str, str] | None = None) -> Diff:
+    """`targets`: profile runs only, the target (variant) label to take from A and from B."""
     ka, kb = kind_of(a), kind_of(b)
     if ka is not kb:
         raise UsageError(f"cannot diff {a.path} ({WORDS[ka]}) against {b.path} ({WORDS[kb]}): give two inputs of one kind")
+    if targets is not None:
+        if not isinstance(a, NcuRun) or not isinstance(b, NcuRun):
+            raise UsageError(f"--targets picks targets of profile runs, not of {WORDS[ka]}")
+        a, b = _target(a, targets[0]), _target(b, targets[1])
     if isinstance(a, (TraceRun, JobRun)):
         return _diff_traces(a, b, pairs, hazards, alpha, seed)  # type: ignore[arg-type]
     if isinstance(a, SanitizeRun):
@@ -170,69 +180,83 @@ def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, h
 # ---- traces and jobs --------------------------------------------------------------------------
 
 @dataclass(frozen=True)
-class _Analysed:
-    """One side's analyses (one per traced process) and what it says about itself."""
+class _Reduced:
+    """What the diff keeps of one side once its traces are dropped: per process its samples, listed
+    pairs, hazards and (the first process's) step layout."""
 
     side: Side
-    analyses: tuple[tuple[str, Analysis], ...]  # (process label, analysis); "" for a single trace
+    labels: tuple[str, ...]  # traced processes ("" for a single trace)
+    samples: Samples
+    pairs: tuple[PairVerdict, ...]
+    pair_counts: dict[str, int]
+    hazards: tuple[Hazards | None, ...]
+    layout: StepLayout | None
 
 
-def _analyse(run: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> _Analysed:
-    from tracer.trace.job_summary import kernel_steps
+def _load(run: TraceRun | JobRun) -> Any:
+    return run.load()
+
+
+def _reduce(run: TraceRun | JobRun, loaded: Any, spec: PairSpec, hazards: bool) -> _Reduced:
+    from tracer.trace.analyze import analyze
+    from tracer.trace.job_summary import analyze_job, kernel_steps
 
     if isinstance(run, TraceRun):
-        an = run.analyze(spec, hazards)
-        found = (("", an),)
-        notes = tuple(an.warnings)
-        complete = not an.trace.record_errors
+        an = analyze(loaded, spec, hazards=hazards)
+        found, notes, complete = (("", an),), tuple(an.warnings), not an.trace.record_errors
     else:
-        ja = run.analyze(spec, hazards)
+        ja = analyze_job(loaded, spec, hazards)
         found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses) if x is not None)
         notes = tuple(ja.incomplete_lines())
         complete = not ja.incomplete and not any(x.trace.record_errors for _, x in found)
-    steps = sum(len(kernel_steps(x.trace, x)[0]) for _, x in found)
-    side = Side(path=str(run.path), complete=complete, size=sum(len(x.trace.kernels) for _, x in found), steps=steps,
-                notes=notes)
-    return _Analysed(side, found)
+    steps = [kernel_steps(x.trace, x) for _, x in found]
+    counts: Counter[str] = Counter()
+    for _, x in found:
+        counts.update(x.pair_counts)
+    side = Side(path=str(run.path), complete=complete, size=sum(len(x.trace.kernels) for _, x in found),
+                steps=sum(len(s[0]) for s in steps), notes=notes)
+    return _Reduced(side, tuple(n for n, _ in found), pooled([trace_samples(x, s) for (_, x), s in zip(found, steps)]),
+                    tuple(p for _, x in found for p in x.pairs), dict(counts), tuple(x.hazards for _, x in found),
+                    _layout(found[0], steps[0]) if found else None)
 
 
-def _both(a: TraceRun | JobRun, b: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> tuple[_Analysed, _Analysed]:
+def _layout(first: tuple[str, Any], steps: tuple[list[str], np.ndarray]) -> StepLayout:
+    """The first traced process's representative step, named with its process (a job's rank)."""
+    from dataclasses import replace
+
+    lay = step_layout(first[1], steps)
+    return replace(lay, step=f"{first[0]} {lay.step}".strip())
+
+
+def _both(a: TraceRun | JobRun, b: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> tuple[_Reduced, _Reduced]:
+    """B is read while A is analysed; each side's traces are dropped once reduced (peak memory: about
+    one side's analysis and the other's trace)."""
     if a is b:
-        one = _analyse(a, spec, hazards)
+        one = _reduce(a, a.load(), spec, hazards)
         return one, one
-    with ThreadPoolExecutor(2) as pool:
-        fa, fb = pool.submit(_analyse, a, spec, hazards), pool.submit(_analyse, b, spec, hazards)
-        return fa.result(), fb.result()
+    with ThreadPoolExecutor(1) as pool:
+        later = pool.submit(_load, b)
+        ra = _reduce(a, a.load(), spec, hazards)
+        loaded = later.result()
+        del later
+        return ra, _reduce(b, loaded, spec, hazards)
 
 
 def _diff_traces(a: TraceRun | JobRun, b: TraceRun | JobRun, pairs: PairSpec | None, hazards: bool, alpha: float,
                  seed: int) -> Diff:
     spec = pairs if pairs is not None else PairSpec.from_args(None, default=a.pair_spec or b.pair_spec)
     xa, xb = _both(a, b, spec, hazards)
-    timing = compare_samples(_samples(xa), _samples(xb), alpha, seed)
-    pa, pb = [p for _, x in xa.analyses for p in x.pairs], [p for _, x in xb.analyses for p in x.pairs]
+    timing = compare_samples(xa.samples, xb.samples, alpha, seed)
     haz = compare_hazards(_hazards(xa), _hazards(xb)) if hazards else None
     return Diff(kind=DiffKind.JOB if isinstance(a, JobRun) else DiffKind.TRACE, a=xa.side, b=xb.side, same_input=a is b,
-                matching=_matching(xa, xb), pairs=compare_pairs(pa, pb),
-                pair_counts=(_pair_counts(xa), _pair_counts(xb)), hazards=haz, timing=timing, alpha=alpha,
-                notes=_pair_notes(pa, pb, spec), layouts=(step_layout(xa.analyses[0][1]), step_layout(xb.analyses[0][1]))
-                if xa.analyses and xb.analyses else None)
+                matching=_matching(xa, xb), pairs=compare_pairs(xa.pairs, xb.pairs), pair_counts=(xa.pair_counts, xb.pair_counts),
+                hazards=haz, timing=timing, alpha=alpha, notes=_pair_notes(xa.pairs, xb.pairs, spec),
+                layouts=(xa.layout, xb.layout) if xa.layout and xb.layout else None)
 
 
-def _samples(x: _Analysed) -> Samples:
-    return pooled([trace_samples(an) for _, an in x.analyses])
-
-
-def _pair_counts(x: _Analysed) -> dict[str, int]:
-    total: Counter[str] = Counter()
-    for _, an in x.analyses:
-        total.update(an.pair_counts)
-    return dict(total)
-
-
-def _hazards(x: _Analysed) -> Hazards | None:
+def _hazards(x: _Reduced) -> Hazards | None:
     """One side's hazards; a job's processes joined (None: a process was not judged)."""
-    found = [an.hazards for _, an in x.analyses]
+    found = list(x.hazards)
     if not found or any(h is None for h in found):
         return None
     if len(found) == 1:
@@ -244,10 +268,10 @@ def _hazards(x: _Analysed) -> Hazards | None:
                    counts=tuple(counts.items()), listed=tuple(y for h in found for y in h.listed))  # type: ignore[union-attr]
 
 
-def _matching(a: _Analysed, b: _Analysed) -> str:
+def _matching(a: _Reduced, b: _Reduced) -> str:
     procs = ""
-    if len(a.analyses) > 1 or len(b.analyses) > 1:
-        la, lb = {n for n, _ in a.analyses}, {n for n, _ in b.analyses}
+    if len(a.labels) > 1 or len(b.labels) > 1:
+        la, lb = set(a.labels), set(b.labels)
         procs = (f"processes pooled: A {len(la)}, B {len(lb)} traced" +
                  (f" (only in A: {', '.join(sorted(la - lb))})" if la - lb else "") +
                  (f" (only in B: {', '.join(sorted(lb - la))})" if lb - la else "") + "; ")
@@ -294,9 +318,20 @@ def _launch_samples(run: NcuRun) -> Samples:
     return Samples({k: np.asarray(v, dtype=np.float64) for k, v in by.items()})
 
 
+def _target(run: NcuRun, label: str) -> NcuRun:
+    from dataclasses import replace
+
+    from tracer.errors import unknown
+
+    chosen = tuple(t for t in run.run.targets if t.label == label)
+    if not chosen:
+        raise unknown(f"target of {run.path}", label, [t.label for t in run.run.targets])
+    return replace(run, path=Path(f"{run.path}[{label}]"), run=replace(run.run, targets=chosen))
+
+
 def _diff_profile(a: NcuRun, b: NcuRun, alpha: float, seed: int) -> Diff:
     sa, sb = (Side(path=str(r.path), complete=True, size=sum(len(t.report.launches) for t in r.run.targets), steps=0)
               for r in (a, b))
-    return Diff(kind=DiffKind.PROFILE, a=sa, b=sb, same_input=a is b, matching="launches pooled by kernel name and "
+    return Diff(kind=DiffKind.PROFILE, a=sa, b=sb, same_input=a.run is b.run, matching="launches pooled by kernel name and "
                 "innermost NVTX range (ncu durations)", timing=compare_samples(_launch_samples(a), _launch_samples(b), alpha, seed),
                 alpha=alpha)

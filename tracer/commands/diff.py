@@ -18,6 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print the diff JSON (schema in docs/diff.md)")
     p.add_argument("--html", type=Path, help="also write an HTML page here")
     p.add_argument("--plot", type=Path, help="also write a picture here (.png or .svg): A's step over B's, changes coloured")
+    p.add_argument("--targets", metavar="A,B", help="profile runs: compare target (variant) A of the first with B of the second")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the time tests (default 0.05)")
     p.add_argument("--fail-on-new-hazard", action="store_true", help="exit 1 on a hazard in B not in A, or when unknown")
     p.add_argument("--fail-on-new-finding", action="store_true", help="exit 1 on a sanitizer finding in B not in A")
@@ -45,13 +46,21 @@ def cmd_diff(args: argparse.Namespace) -> int:
     b = a if args.a.resolve() == args.b.resolve() else open_source(args.b)
     recorded = a.pair_spec if isinstance(a, (TraceRun, JobRun)) else None
     given = any(getattr(args, k) for k in ("pairs", "producer", "consumer"))
-    d = diff_artifacts(a, b, pairs=choose_pairs(args, recorded) if given else None, hazards=args.hazards, alpha=args.alpha)
+    d = diff_artifacts(a, b, pairs=choose_pairs(args, recorded) if given else None, hazards=args.hazards, alpha=args.alpha,
+                       targets=_targets(args.targets))
     print(json.dumps(d.to_json(), indent=1) if args.json else format_diff(d))
     _views(d, args)
     problems = d.failures(args.fail_on_new_hazard, args.fail_on_new_finding, args.fail_on_regression)
     if problems:
         raise ChecksFailed("; ".join(problems))
     return 0
+
+
+def _targets(text: str | None) -> tuple[str, str] | None:
+    parts = None if text is None else text.split(",")
+    if parts is not None and (len(parts) != 2 or not all(parts)):
+        raise UsageError(f"--targets {text!r}: two target labels, A,B (e.g. none,device_before_atomic)")
+    return None if parts is None else (parts[0], parts[1])
 
 
 def _views(d, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]

@@ -23,6 +23,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     a = ts.add_parser("analyze", help="ordering verdicts and stream statistics of a run directory or trace file")
     a.add_argument("source", type=Path, help="run directory (a job's too), .sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
     add_analysis_options(a)
+    a.add_argument("--explain", action="store_true", help="where the time went: overlap, idle gaps by cause, critical path")
     a.set_defaults(func=cmd_analyze)
     i = ts.add_parser("import", help="make a run directory from a trace made elsewhere")
     i.add_argument("source", type=Path, help=".sqlite, .nsys-rep, or PyTorch profiler .json[.gz]")
@@ -75,7 +76,12 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_analyze(args: argparse.Namespace) -> int:
     run, hazards = open_trace_or_job(args.source), hazards_wanted(args)
-    return finish(run.analyze(choose_pairs(args, run.pair_spec), hazards), args)
+    result = run.analyze(choose_pairs(args, run.pair_spec), hazards)
+    if args.explain:
+        from tracer.trace.explain import with_time
+
+        result = with_time(result)
+    return finish(result, args)
 
 
 def cmd_import(args: argparse.Namespace) -> int:

@@ -30,9 +30,10 @@ class StepLayout:
         return int(self.end.max()) if len(self.end) else 0
 
 
-def step_layout(a: Analysis) -> StepLayout:
+def step_layout(a: Analysis, steps: tuple[list[str], np.ndarray] | None = None) -> StepLayout:
+    """`steps`: kernel_steps(a.trace, a) when the caller has it already."""
     t, k = a.trace, a.trace.kernels
-    names, step = kernel_steps(t, a)
+    names, step = steps if steps is not None else kernel_steps(t, a)
     if names:
         ids, span = span_per_group(step, k.start, k.end)
         pick = int(ids[np.argsort(span, kind="stable")[(len(span) - 1) // 2]])

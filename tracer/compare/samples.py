@@ -11,21 +11,25 @@ from tracer.trace.job_summary import kernel_steps
 STEPS = "steps"
 
 
-def trace_samples(a: Analysis) -> dict[tuple[KeyKind, str], np.ndarray]:
+def trace_samples(a: Analysis, steps: tuple[list[str], np.ndarray] | None = None) -> dict[tuple[KeyKind, str], np.ndarray]:
+    """`steps`: kernel_steps(a.trace, a) when the caller has it already."""
     t, k = a.trace, a.trace.kernels
     out: dict[tuple[KeyKind, str], np.ndarray] = {}
-    names, inv = np.unique(k.name, return_inverse=True)
-    labels = [t.strings[int(x)] for x in names.tolist()]
-    for name, v in group_samples(labels, inv.astype(np.int64), k.end - k.start).items():
-        out[(KeyKind.KERNEL, name)] = v
+    order = np.argsort(k.name, kind="stable")
+    sorted_names = k.name[order]
+    head = np.flatnonzero(np.r_[True, sorted_names[1:] != sorted_names[:-1]]) if len(order) else order
+    dur = (k.end - k.start)[order]
+    for lo, hi in zip(head.tolist(), np.r_[head[1:], len(order)].tolist()):
+        key = (KeyKind.KERNEL, t.strings[int(sorted_names[lo])])
+        out[key] = dur[lo:hi] if key not in out else np.concatenate([out[key], dur[lo:hi]])
     rng, dur = span_per_group(a.attribution.range_of_kernel, k.start, k.end)
     if len(rng):
         texts, tinv = np.unique(t.ranges.text[rng], return_inverse=True)
         labels = [range_key(t.strings[int(x)]) for x in texts.tolist()]
         for name, v in group_samples(labels, tinv.astype(np.int64), dur).items():
             out[(KeyKind.RANGE, name)] = v
-    steps, step = kernel_steps(t, a)
-    if steps:
+    names, step = steps if steps is not None else kernel_steps(t, a)
+    if names:
         _, span = span_per_group(step, k.start, k.end)
         out[(KeyKind.STEP, STEPS)] = span
     return out

@@ -10,19 +10,18 @@ Step ranges (step3, ProfilerStep#3, iteration 3) are pooled under one key with t
 """
 from __future__ import annotations
 
-import re
+import math
 from dataclasses import dataclass
 from enum import Enum
 
 import numpy as np
 
 from tracer.campaign.stats import holm
+from tracer.trace.job_summary import range_key  # noqa: F401  (re-exported: the diff's key for range names)
 
 ALPHA = 0.05
 MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged
-BOOTSTRAP = 400  # resamples
-BOOTSTRAP_CAP = 2000  # a larger side is bootstrapped from a random subsample of this size (a wider, safer interval)
-STEP_HEAD = re.compile(r"^(ProfilerStep#|step|iteration|iter)([ _#:.-]?)(\d+)$", re.IGNORECASE)
+BOOTSTRAP = 2000  # resamples (each side's bootstrap medians drawn exactly: bootstrap_medians)
 
 
 class KeyKind(str, Enum):
@@ -74,43 +73,61 @@ class TimeChange:
         return out
 
 
-def range_key(name: str) -> str:
-    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd'."""
-    head, sep, rest = name.partition("/")
-    m = STEP_HEAD.match(head.strip())
-    return f"{m.group(1)}{m.group(2)}*{sep}{rest}" if m else name
-
-
 def group_samples(labels: list[str], codes: np.ndarray, values: np.ndarray) -> dict[str, np.ndarray]:
     """values grouped by labels[codes[i]] (labels may repeat: their groups are joined)."""
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(labels) + 1))
-    out: dict[str, list[np.ndarray]] = {}
-    for i, label in enumerate(labels):
-        if bounds[i + 1] > bounds[i]:
-            out.setdefault(label, []).append(values[order[bounds[i]:bounds[i + 1]]])
-    return {k: v[0] if len(v) == 1 else np.concatenate(v) for k, v in out.items()}
+    ids: dict[str, int] = {}
+    label_id = np.fromiter((ids.setdefault(x, len(ids)) for x in labels), dtype=np.int64, count=len(labels))
+    c = label_id[codes] if len(codes) else codes
+    order = np.argsort(c, kind="stable")
+    cs = c[order]
+    if len(cs) == 0:
+        return {}
+    heads = np.flatnonzero(np.r_[True, cs[1:] != cs[:-1]])
+    names = list(ids)
+    return {names[int(cs[lo])]: values[order[lo:hi]] for lo, hi in zip(heads.tolist(), np.r_[heads[1:], len(cs)].tolist())}
 
 
 def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(group ids, first start to last end) for the items with group >= 0."""
+    """(group ids present, first start to last end of each) for the items with group >= 0."""
     sel = group >= 0
-    g, s, e = group[sel], start[sel], end[sel]
+    g = group[sel]
     if len(g) == 0:
         return g, g
-    order = np.argsort(g, kind="stable")
-    g, s, e = g[order], s[order], e[order]
-    head = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    return g[head], np.maximum.reduceat(e, head) - np.minimum.reduceat(s, head)
+    n = int(g.max()) + 1
+    lo = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, g, start[sel])
+    np.maximum.at(hi, g, end[sel])
+    ids = np.flatnonzero(hi > np.iinfo(np.int64).min)
+    return ids, hi[ids] - lo[ids]
 
 
-def _median_ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
-    def draws(x: np.ndarray) -> np.ndarray:
-        if len(x) > BOOTSTRAP_CAP:
-            x = rng.choice(x, BOOTSTRAP_CAP, replace=False)
-        return np.median(x[rng.integers(0, len(x), size=(BOOTSTRAP, len(x)))], axis=1)
+def bootstrap_medians(x: np.ndarray, draws: int, rng: np.random.Generator, presorted: bool = False) -> np.ndarray:
+    """`draws` medians of bootstrap resamples of x, drawn without resampling: the j-th smallest of
+    a resample is at most the k-th smallest of x when at least j of its n draws are among the k + 1
+    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 standard deviations of the
+    middle (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly
+    the bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
+    same draw and averaged (their dependence approximated as monotone)."""
+    from scipy import special
 
-    ma, mb = draws(a), draws(b)
+    xs = (x if presorted else np.sort(x)).astype(np.float64)
+    n = len(xs)
+    half = int(10 * np.sqrt(n)) + 10
+    k = np.arange(max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
+    u = rng.random(draws)
+
+    def order_stat(j: int) -> np.ndarray:  # the j-th smallest (1-based) of each resample
+        cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
+        return xs[k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]]
+
+    lower = order_stat((n + 1) // 2)
+    return lower if n % 2 else (lower + order_stat(n // 2 + 1)) / 2
+
+
+def _median_ratio_ci(sa: np.ndarray, sb: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
+    """From the two sides sorted."""
+    ma, mb = bootstrap_medians(sa, BOOTSTRAP, rng, True), bootstrap_medians(sb, BOOTSTRAP, rng, True)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratios = mb / ma
     ratios = ratios[np.isfinite(ratios)]
@@ -120,11 +137,41 @@ def _median_ratio_ci(a: np.ndarray, b: np.ndarray, rng: np.random.Generator) -> 
     return float(lo), float(hi)
 
 
-def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, rng: np.random.Generator) -> TimeChange:
+def _runs(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct values of a sorted array and how often each occurs."""
+    heads = np.flatnonzero(np.r_[True, xs[1:] != xs[:-1]])
+    return xs[heads], np.diff(np.r_[heads, len(xs)])
+
+
+def mann_whitney_p(a: np.ndarray, b: np.ndarray, presorted: bool = False) -> float:
+    """Two-sided Mann-Whitney U p-value: scipy's (exact where it picks exact) when a side has at most
+    8 values; else the normal approximation with tie and continuity corrections, as scipy's
+    asymptotic method computes it, from the two sides sorted (U by binary search, tie counts by
+    merging the runs) instead of ranking their concatenation."""
     from scipy import stats
 
+    na, nb = len(a), len(b)
+    if min(na, nb) <= 8:
+        return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    sa, sb = (a, b) if presorted else (np.sort(a), np.sort(b))
+    left, right = np.searchsorted(sb, sa, side="left"), np.searchsorted(sb, sa, side="right")
+    u1 = float(left.sum()) + 0.5 * float((right - left).sum())  # pairs with a above b, ties half
+    (ua, ca), (ub, cb) = _runs(sa), _runs(sb)
+    pos = np.minimum(np.searchsorted(ub, ua), len(ub) - 1)
+    both = ub[pos] == ua
+    t = np.r_[ca + np.where(both, cb[pos], 0), np.delete(cb, pos[both])].astype(np.float64)
+    n = na + nb
+    sd = math.sqrt(na * nb / 12 * ((n + 1) - float((t ** 3 - t).sum()) / (n * (n - 1))))
+    if sd == 0:
+        return 1.0
+    z = (max(u1, na * nb - u1) - na * nb / 2 - 0.5) / sd
+    return float(min(1.0, math.erfc(z / math.sqrt(2))))
+
+
+def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, rng: np.random.Generator) -> TimeChange:
     na, nb = (0 if x is None else len(x) for x in (a, b))
-    med = [None if x is None else float(np.median(x)) for x in (a, b)]
+    a, b = (None if x is None else np.sort(x) for x in (a, b))
+    med = [None if x is None else float((x[(len(x) - 1) // 2] + x[len(x) // 2]) / 2) for x in (a, b)]
     base = dict(kind=kind, name=name, n_a=na, n_b=nb, median_a_ns=med[0], median_b_ns=med[1],
                 total_a_ns=int(a.sum()) if a is not None else 0, total_b_ns=int(b.sum()) if b is not None else 0)
     if a is None or b is None:
@@ -133,8 +180,7 @@ def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, r
     ratio = med[1] / med[0] if med[0] else None  # type: ignore[operator]
     if min(na, nb) < MIN_SAMPLES or ratio is None:
         return TimeChange(**base, ratio=ratio, ci_low=None, ci_high=None, p_value=None, p_holm=None, change=Change.UNJUDGED)
-    p = 1.0 if np.array_equal(np.unique(a), np.unique(b)) and len(np.unique(a)) == 1 else \
-        float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
+    p = 1.0 if a[0] == a[-1] == b[0] == b[-1] else mann_whitney_p(a, b, presorted=True)
     lo, hi = _median_ratio_ci(a, b, rng)
     return TimeChange(**base, ratio=ratio, ci_low=lo, ci_high=hi, p_value=p, p_holm=None, change=Change.WITHIN_NOISE)
 

@@ -45,6 +45,15 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
     rep.add_figure(f"stream timeline: {name}", draw_timeline(timeline_data(a, range_regex=timeline_range)),
                    f"{operations_text(a.trace)}; {a.attribution.unattributed} unattributed; "
                    f"pairs: {counts_text(a.pair_counts)}")
+    add_time(rep, name, a)
+
+
+def add_time(rep: Report, name: str, a: Analysis) -> None:
+    """Where the time went (tracer.trace.explain): overlap, idle gaps by cause, critical paths."""
+    from tracer.trace.explain import explain
+
+    if len(a.trace.kernels):
+        rep.add_text(f"where the time went: {name}", "\n".join(explain(a).text_lines()))
 
 
 def short_stream(trace: Trace, key: int) -> str:
@@ -92,6 +101,7 @@ def add_job(rep: Report, name: str, run: JobRun, ja: JobAnalysis, timeline_range
             add_verdicts(rep, f"{name} {p.label}", a)
             if a.hazards is not None:
                 rep.add_text(f"hazards: {name} {p.label}", "\n".join(a.hazards.text_lines()))
+            add_time(rep, f"{name} {p.label}", a)
 
 
 def add_campaign(rep: Report, name: str, run: CampaignRun) -> None:

@@ -17,7 +17,8 @@ if TYPE_CHECKING:
 
 DEMO_DIR = resources.DEMO_DIR
 DEMO_PAIRS = PairSpec.of((("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")))
-FILES = ("timeline.png", "verdicts.png", "ablation.png", "report.html", "trace.perfetto.json")
+FILES = ("timeline.png", "verdicts.png", "ablation.png", "report.html", "trace.perfetto.json", "diff.html", "diff.png")
+DIFF_DIR = DEMO_DIR / "diff"
 
 
 def default_output() -> Path:
@@ -28,6 +29,26 @@ def default_output() -> Path:
 def campaign_lines(cells: Sequence[CellStats]) -> list[str]:
     return [f"  {c.label:<24} {c.failures:>4}/{c.trials:<5} rate {c.rate:.3f}  95% [{c.lower:.4f}, {c.upper:.4f}]"
             + (" (one-sided)" if c.one_sided else "") for c in cells]
+
+
+def diff_demo(out: Path) -> list[str]:
+    """The seed workload compared: the planted race against its fix (hazards gone, time), and the
+    fence-free kernel against device_before_atomic (time only; Nsight Compute durations)."""
+    from tracer.app.diff import diff_paths
+    from tracer.plots.diff import draw_diff
+    from tracer.plots.timeline import save
+    from tracer.report.diff_html import write_diff_html
+    from tracer.report.diff_text import format_diff
+
+    fix = diff_paths(DIFF_DIR / "planted_cross_stream.sqlite", DIFF_DIR / "event_ordered_dgrad.sqlite")
+    profile = DIFF_DIR / "fence_variants"
+    fence = diff_paths(profile, profile, targets=("none", "device_before_atomic"))
+    save(draw_diff(fix), out / "diff.png")
+    write_diff_html(fix, out / "diff.html")
+    return ["\n== diff: planted_cross_stream -> event_ordered_dgrad (CUPTI captures with memory access sets, H200)",
+            format_diff(fix),
+            "\n== diff: fence variant none -> device_before_atomic (Nsight Compute, 2 launches each, H200)",
+            format_diff(fence)]
 
 
 def run_demo(out: Path | None = None) -> str:
@@ -59,6 +80,7 @@ def run_demo(out: Path | None = None) -> str:
     save(draw_ablation(list(campaign.cells)), out / "ablation.png")
     write_perfetto(a, out / "trace.perfetto.json")
     build_report([trace, sanitize, campaign], "tracer demo (sample data from an H200)", "^step1/").write(out / "report.html")
+    text += diff_demo(out)
     text.append(f"\nwrote {', '.join(FILES)} to {out}/ (open {out / 'report.html'})")
     return "\n".join([*text, *NEXT_STEPS])
 

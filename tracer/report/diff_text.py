@@ -56,7 +56,8 @@ def format_diff(d: Diff) -> str:
               for note in (s.notes or ("partial",))]
     if d.no_change:
         lines.append("no change: " + ("the same input on both sides" if d.same_input else
-                                      "no verdict moved and no time changed beyond run-to-run noise"))
+                                      "no verdict moved, no time changed beyond run-to-run noise, no median moved "
+                                      "where there were too few instances to judge"))
     lines.append(f"matched: {d.matching}")
     if d.hazards is not None:
         h = d.hazards
@@ -81,6 +82,9 @@ def format_diff(d: Diff) -> str:
         lines.append(f"  {c.status.value:<10} cell {c.label}: {rate}{p}")
     changed_t = list(d.changed_timing)
     lines += _section("time (beyond noise, new, gone):", [time_line(t) for t in changed_t], len(changed_t))
+    moved = sorted((t for t in d.timing if t.change is Change.UNJUDGED and t.median_a_ns != t.median_b_ns),
+                   key=lambda t: -abs(t.percent or 0.0))
+    lines += _section("time moved, not judged (fewer than 3 instances on a side):", [time_line(t) for t in moved], len(moved))
     rest = [t for t in d.timing if t not in changed_t]
     if d.timing:
         noise = sum(t.change is Change.WITHIN_NOISE for t in rest)

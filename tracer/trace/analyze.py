@@ -7,6 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from bisect import bisect_right
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -19,6 +20,9 @@ from tracer.trace.model import OP_KINDS, Trace, process_index, with_operations
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 from tracer.trace.selection import require_matches
+
+if TYPE_CHECKING:
+    from tracer.trace.explain import Explained
 
 MAX_LISTED_PAIRS = 200
 FEW_STREAMS = 64  # above this many streams, all_pairs counts producers on plain streams at once
@@ -119,6 +123,7 @@ class Analysis:
     hazards: Hazards | None = None  # None: switched off (--no-hazards)
     notes: tuple[str, ...] = field(default=())
     graphs: GraphReplays = field(default_factory=GraphReplays)
+    explained: Explained | None = None  # where the time went (--explain; tracer.trace.explain)
 
     def to_json(self) -> dict[str, object]:
         t = self.trace
@@ -142,6 +147,7 @@ class Analysis:
             "hazards": self.hazards.to_json() if self.hazards else {"memory": bool(t.memory and t.memory.recorded),
                                                                     "checked": False},
             "warnings": list(self.warnings), "notes": list(self.notes),
+            **({"time": self.explained.to_json()} if self.explained is not None else {}),
         }
 
     @property
@@ -182,6 +188,8 @@ class Analysis:
                          "does not say which stream they were launched on; `trace run --memory` records it)")
         if hazards and self.hazards is not None:
             lines += self.hazards.text_lines()
+        if self.explained is not None:
+            lines += self.explained.text_lines()
         return lines
 
 

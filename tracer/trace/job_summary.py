@@ -195,33 +195,53 @@ def step_key(name: str) -> str | None:
     return head if STEP.match(head) else None
 
 
+STEP_PREFIXES = ("profilerstep#", "step", "iteration", "iter")
+STEP_SEPARATORS = " _#:.-"
+
+
+def range_key(name: str) -> str:
+    """A range name with its step number pooled: 'step3/fwd' -> 'step*/fwd', 'ProfilerStep#3' ->
+    'ProfilerStep#*' (the names STEP matches; string operations, no regex: called per distinct name)."""
+    head, sep, rest = name.partition("/")
+    h = head.strip()
+    stem = h.rstrip("0123456789")
+    if stem == h:
+        return name
+    low = stem.lower()
+    if low in STEP_PREFIXES or (low[-1:] in STEP_SEPARATORS and low[:-1] in STEP_PREFIXES):
+        return f"{stem}*{sep}{rest}"
+    return name
+
+
 def kernel_steps(trace: Trace, a: Analysis) -> tuple[list[str], np.ndarray]:
     """(step names in order, step index per kernel, -1 for none): the step of the range the kernel
     is attributed to, else the step range open (on any thread) when it was launched."""
     r, k = trace.ranges, trace.kernels
     u, inv = np.unique(r.text, return_inverse=True)
-    key_of_text = [step_key(trace.strings[int(sid)]) for sid in u]
-    keys = [key_of_text[i] for i in inv.tolist()] if len(u) else []
-    bounds: dict[str, list[int]] = {}
-    for i, key in enumerate(keys):
-        if key is not None:
-            end = int(r.end[i]) if r.end[i] >= 0 else int(NEVER_CLOSED)
-            lo_hi = bounds.setdefault(key, [int(r.start[i]), end])
-            lo_hi[0], lo_hi[1] = min(lo_hi[0], int(r.start[i])), max(lo_hi[1], end)
-    names = sorted(bounds, key=lambda n: bounds[n][0])
+    key_of_text = [step_key(trace.strings[int(sid)]) for sid in u.tolist()]
+    keys = sorted({x for x in key_of_text if x is not None})
     step = np.full(len(k), -1, dtype=np.int64)
-    if not names:
-        return names, step
-    index = {n: i for i, n in enumerate(names)}
-    of_range = np.array([index[x] if x is not None else -1 for x in keys], dtype=np.int64)
+    if not keys:
+        return [], step
+    at = {x: i for i, x in enumerate(keys)}
+    of_range = np.array([-1 if x is None else at[x] for x in key_of_text], dtype=np.int64)[inv]  # per range, -1: no step
+    sel = np.flatnonzero(of_range >= 0)
+    lo = np.full(len(keys), np.iinfo(np.int64).max, dtype=np.int64)
+    hi = np.full(len(keys), np.iinfo(np.int64).min, dtype=np.int64)
+    np.minimum.at(lo, of_range[sel], r.start[sel])
+    np.maximum.at(hi, of_range[sel], np.where(r.end[sel] >= 0, r.end[sel], NEVER_CLOSED))
+    order = np.argsort(lo, kind="stable")  # steps in order of their first start
+    names = [keys[i] for i in order.tolist()]
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    of_range = np.where(of_range >= 0, rank[np.maximum(of_range, 0)], -1)
+    starts, ends = lo[order], hi[order]
     rk = a.attribution.range_of_kernel
-    step = np.where(rk >= 0, of_range[np.maximum(rk, 0)], -1)
+    step = np.where(rk >= 0, of_range[np.maximum(rk, 0)], -1) if len(of_range) else step
     t = np.where(a.attribution.launch_start >= 0, a.attribution.launch_start, k.start)
-    starts = np.array([bounds[n][0] for n in names], dtype=np.int64)
-    ends = np.array([bounds[n][1] for n in names], dtype=np.int64)
-    at = np.searchsorted(starts, t, side="right") - 1
-    inside = (at >= 0) & (ends[np.maximum(at, 0)] >= t)
-    return names, np.where(step >= 0, step, np.where(inside, at, -1))
+    at_ = np.searchsorted(starts, t, side="right") - 1
+    inside = (at_ >= 0) & (ends[np.maximum(at_, 0)] >= t)
+    return names, np.where(step >= 0, step, np.where(inside, at_, -1))
 
 
 def union_stats(start: np.ndarray, end: np.ndarray) -> tuple[int, int, int]:
@@ -332,7 +352,8 @@ def _clock_notes(traced: list[JobProcess], offsets: dict[str, int | None], sprea
         notes.append("processes without clock pairs are not aligned (offset 0): "
                      + ", ".join(k for k, o in offsets.items() if o is None))
     if any(s is None and offsets[k] is not None for k, s in spreads.items()):
-        notes.append("processes with one clock pair (they died before their end pair): their drift is not measured")
+        notes.append("processes with one clock pair (they died before their end pair, or Kineto traces, already on their "
+                     "host's wall clock): their drift is not measured")
     if len({p.host for p in traced}) > 1:
         notes.append("several hosts: the clock pairs tie each trace to its host's wall clock, not the hosts' clocks "
                      "to each other (NTP); the collectives do")
