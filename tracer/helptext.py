@@ -142,6 +142,22 @@ HELP: dict[str, tuple[str | None, tuple[str, ...]]] = {  # None: the module's ow
         "The whole product on sample data captured on an H200 and shipped in the package: verdicts, hazards, "
         "pictures, the HTML report and a Perfetto export, with no GPU needed.",
         ("tracer demo", "tracer demo -o demo-out")),
+    "diff": (
+        "Compare two runs of one kind (traces of any format, jobs, sanitize reports, campaigns, profile runs): "
+        "ordering pairs changed, hazards and sanitizer findings new and gone (matched by NVTX path, kernel and memory "
+        "role), campaign rates with intervals, and time per step, range and kernel with a rank test and a bootstrap "
+        "interval (beyond noise or not). Gates for CI: --fail-on-new-hazard, --fail-on-new-finding, "
+        "--fail-on-regression PCT (exit 1).",
+        ("tracer diff runs/planted runs/fixed",
+         "tracer diff runs/before runs/after --fail-on-new-hazard --fail-on-regression 5",
+         "tracer diff runs/a runs/b --json --html diff.html --plot diff.png")),
+    "serve": (
+        "The tracing service for a team: every run under --runs in a browser (run list, run pages with hazards "
+        "and an interactive timeline, diffs, downloads) and an allow-listed job queue per GPU, with a JSON API. "
+        "Binds 127.0.0.1; any other address needs --token. Stop with Ctrl-C or SIGTERM.",
+        ("tracer serve --runs runs/",
+         "tracer serve --runs runs/ --read-only --port 9000",
+         "tracer serve --runs /shared/runs --host 0.0.0.0 --token-file ~/.tracer-token --jobs jobs.yaml")),
     "doctor": (
         "What tracer needs on this machine, looked up as the commands look it up: shipped files, GPU, driver, "
         "torch, NVRTC, CUPTI, nsys, ncu, compute-sanitizer; with advice for each missing piece. Fails when a "
