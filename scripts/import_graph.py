@@ -23,7 +23,9 @@ PACKAGE = "tracer"
 # Reading: everything after capture (readers, analysis, text, plots, the report): never runs a
 # process, never imports capture code, torch or cuda.core.
 READING = ("tracer.artifact", "tracer.trace.", "tracer.sanitize.parse_", "tracer.sanitize.model", "tracer.plots.",
-           "tracer.report.", "tracer.compare.", "tracer.app.")
+           "tracer.report.", "tracer.compare.", "tracer.format.",
+           # the use cases that only read (the service serves them on a machine with no GPU); trace_run captures
+           "tracer.app.diff", "tracer.app.runs", "tracer.app.timeline", "tracer.app.demo")
 RECORDING = ("tracer.capture.", "tracer.kernel.launch", "tracer.proc", "torch", "cuda", "cupti")
 HEAVY = ("scipy", "cuda", "torch", "matplotlib", "rich")  # never imported at start-up (command modules import them lazily)
 COMMANDS = "tracer.commands."

@@ -12,7 +12,8 @@ import pytest
 
 from tests.conftest import DATA
 from tests.trace_synthetic import TraceBuilder
-from tracer.app.diff import SCHEMA, DiffKind, diff_paths
+from tracer.app.diff import diff_paths
+from tracer.compare.result import SCHEMA, DiffKind
 from tracer.cli import main
 from tracer.compare.timing import Change, KeyKind, Samples, compare_samples, range_key
 from tracer.compare.verdicts import Status

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tracer.app.diff import DiffKind, diff_paths
+from tracer.app.diff import diff_paths
+from tracer.compare.result import DiffKind
 from tracer.artifact import JobRun, open_artifact
 from tracer.cli import main
 from tracer.trace.pairs import PairSpec

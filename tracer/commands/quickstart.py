@@ -23,7 +23,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     import torch
 
     if not torch.cuda.is_available():
-        from tracer.report.demo import run_demo
+        from tracer.app.demo import run_demo
 
         print("tracer quickstart: no CUDA GPU visible, so running `tracer demo` on sample data captured on an H200",
               file=sys.stderr)
@@ -43,7 +43,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     for line in rec.notices(listed=rec.job):
         print(line, file=sys.stderr)
     print(format_result(rec.analysis))
-    from tracer.report.demo import NEXT_STEPS
+    from tracer.app.demo import NEXT_STEPS
 
     print("\n".join(NEXT_STEPS[:3]), file=sys.stderr)  # the same commands on one's own program
     if rec.target_failure:

@@ -35,7 +35,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from tracer.report.demo import run_demo
+    from tracer.app.demo import run_demo
 
     print(run_demo(args.output))
     return 0

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from tracer.app.diff import Diff
+from tracer.compare.result import Diff
 from tracer.compare.layout import StepLayout
 from tracer.compare.timing import Change, KeyKind
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tracer.app.diff import Diff
+from tracer.compare.result import Diff
 from tracer.compare.verdicts import HAZARD_KEY, Status
 from tracer.report.diff_text import format_diff
 from tracer.report.html import Report

@@ -1,7 +1,7 @@
 """`tracer diff` as text: what changed first (verdicts, then time beyond noise), then what did not."""
 from __future__ import annotations
 
-from tracer.app.diff import Diff
+from tracer.compare.result import Diff
 from tracer.compare.timing import Change, TimeChange
 from tracer.compare.verdicts import KeyedCount, Status
 

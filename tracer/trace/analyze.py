@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Sequence
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
@@ -21,8 +21,6 @@ from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
 from tracer.trace.selection import require_matches
 
-if TYPE_CHECKING:
-    from tracer.trace.explain import Explained
 
 MAX_LISTED_PAIRS = 200
 FEW_STREAMS = 64  # above this many streams, all_pairs counts producers on plain streams at once
@@ -110,6 +108,15 @@ def edge_json(trace: Trace, edge: Edge | None) -> dict[str, object] | None:
     return out
 
 
+class Section(Protocol):
+    """A part of the verdict computed only on request (tracer.trace.explain.Explained for --explain):
+    analyze knows it by shape, so the explaining module can build on Analysis without a cycle."""
+
+    def to_json(self) -> dict[str, object]: ...
+
+    def text_lines(self) -> list[str]: ...
+
+
 @dataclass(frozen=True)
 class Analysis:
     trace: Trace
@@ -123,7 +130,7 @@ class Analysis:
     hazards: Hazards | None = None  # None: switched off (--no-hazards)
     notes: tuple[str, ...] = field(default=())
     graphs: GraphReplays = field(default_factory=GraphReplays)
-    explained: Explained | None = None  # where the time went (--explain; tracer.trace.explain)
+    explained: Section | None = None  # where the time went (--explain; tracer.trace.explain)
 
     def to_json(self) -> dict[str, object]:
         t = self.trace
