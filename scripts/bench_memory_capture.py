@@ -79,7 +79,7 @@ def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = 
 def trace_counts(db: Path, memory: bool) -> dict[str, Any]:
     con = sqlite3.connect(db)
     try:
-        one_ = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+        one_ = lambda sql: con.execute(sql).fetchone()[0]
         out = {"trace_mb": round(db.stat().st_size / 2**20, 2), "kernels": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
                "api_records": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
         if memory:

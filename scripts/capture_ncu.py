@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracer import proc  # noqa: E402
+from tracer import proc
 
 ALL_STEPS = ("info", "fixtures", "triton", "nokernel", "perm", "nvtx", "table4096", "bench", "table8192", "md")
 CPU_STEPS = ("agree",)  # not in the default list: it needs ncu-report, which the GPU machine may lack

@@ -67,7 +67,8 @@ def test_each_rule_catches_its_breach(tmp_path: Path, files: dict[str, str], bre
 
 def test_commands_and_the_service_may_use_the_app_layer(tmp_path: Path) -> None:
     root = _tree(tmp_path, {"commands/t.py": "from tracer.app import run\n", "serve/s.py": "from tracer.app import run\n",
-                            "app/run.py": "from tracer.capture import c\nfrom tracer.format import f\n", "capture/c.py": "from tracer.format import f\n",
+                            "app/run.py": "from tracer.capture import c\nfrom tracer.format import f\n",
+                            "capture/c.py": "from tracer.format import f\n",
                             "format/f.py": "from tracer.errors import E\n", "errors.py": "E = 1\n"})
     assert _graph().breaches(root) == []
 

@@ -628,31 +628,31 @@ class FakeLibcuda:
     """The driver calls devices() makes, answering through the ctypes references it is given:
     two GPUs, a context on the second only."""
 
-    def cuDeviceGetCount(self, count) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetCount(self, count) -> int:
         count._obj.value = 2
         return 0
 
-    def cuDeviceGet(self, dev, ordinal: int) -> int:  # noqa: ANN001, N802
+    def cuDeviceGet(self, dev, ordinal: int) -> int:
         dev._obj.value = ordinal
         return 0
 
-    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:  # noqa: ANN001, N802
+    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:
         active._obj.value = int(dev.value == 1)
         return 0
 
-    def cuDeviceGetName(self, name, size: int, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetName(self, name, size: int, dev) -> int:
         name.value = b"NVIDIA H200"
         return 0
 
-    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:
         cell._obj.value = {75: 9, 76: 0, 16: 132}[attribute]
         return 0
 
-    def cuDeviceTotalMem_v2(self, memory, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceTotalMem_v2(self, memory, dev) -> int:
         memory._obj.value = 150_110_961_664
         return 0
 
-    def cuDriverGetVersion(self, version) -> int:  # noqa: ANN001, N802
+    def cuDriverGetVersion(self, version) -> int:
         version._obj.value = 13000
         return 0
 

@@ -31,7 +31,8 @@ def _fake_capture(monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
         shutil.copyfile(TRACE, run_dir / "trace.sqlite")
         for name in ("stdout.log", "stderr.log"):
             (logs / name).write_text("")
-        return ProcResult(("fake",), exit_code, False, 0.1, logs / "stdout.log", logs / "stderr.log"), None
+        return ProcResult(argv=("fake",), returncode=exit_code, timed_out=False, seconds=0.1, stdout_path=logs / "stdout.log",
+                          stderr_path=logs / "stderr.log"), None
 
     monkeypatch.setattr(record, "_capture", capture)
     monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)

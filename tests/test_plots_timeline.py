@@ -18,7 +18,7 @@ from tests.conftest import shared_fixture
 from tracer.cli import main
 from tracer.errors import UsageError
 from tracer.plots.timeline import CHECK_H, FAMILY_COLORS, LANE_H, draw_timeline, save
-from tracer.trace.analyze import Analysis, PairVerdict, analyze
+from tracer.trace.analyze import Analysis, analyze
 from tracer.trace.load import load_trace
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairMode, PairSpec

@@ -118,7 +118,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return INTERRUPTED
     except BrokenPipeError:
         return _stdout_gone()
-    except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
+    except Exception as exc:  # the one place tracer's own bugs become exit code 70
         return _crash(exc, args.debug)
 
 

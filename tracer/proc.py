@@ -17,7 +17,7 @@ from tracer.errors import TimedOut, ToolMissingError, UsageError
 GRACE_S = 5.0  # after SIGTERM, how long the group may take to exit before SIGKILL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProcResult:
     argv: tuple[str, ...]
     returncode: int | None  # None when killed at the timeout
@@ -91,7 +91,8 @@ def run(
             code, timed_out, ended = None, True, time.monotonic()
         finally:
             _kill_group(proc)
-    return ProcResult(tuple(argv), code, timed_out, ended - start, stdout_path, stderr_path, limit)
+    return ProcResult(argv=tuple(argv), returncode=code, timed_out=timed_out, seconds=ended - start, stdout_path=stdout_path,
+                      stderr_path=stderr_path, limit_s=limit)
 
 
 class Started:

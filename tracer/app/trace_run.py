@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Union
+from typing import TYPE_CHECKING
 
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
@@ -26,12 +26,12 @@ if TYPE_CHECKING:
     from tracer.trace.analyze import Analysis
     from tracer.trace.job_summary import JobAnalysis
 
-    Verdicts = Union[Analysis, JobAnalysis]
+    Verdicts = Analysis | JobAnalysis
 
 BACKENDS = ("auto", "nsys", "cupti")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaptureRequest:
     name: str
     command: tuple[str, ...]
@@ -163,10 +163,10 @@ def _import_analysis() -> None:
     """Import the analysis while the command runs (this process only waits for it then), so that
     neither the command's start nor the verdict after it waits for numpy and the readers."""
     try:
-        import tracer.trace.analyze  # noqa: F401
-        import tracer.trace.job_summary  # noqa: F401
-        import tracer.trace.job_text  # noqa: F401
-        import tracer.trace.load  # noqa: F401
+        import tracer.trace.analyze
+        import tracer.trace.job_summary
+        import tracer.trace.job_text
+        import tracer.trace.load  # noqa: F401  # imported for its side effect: loaded ahead
     except Exception:  # the same import after the command reports it
         pass
 

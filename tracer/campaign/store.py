@@ -18,7 +18,7 @@ from tracer.store.lock import RunLock, run_lock
 
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialRow:
     cell_id: int
     trial: int
@@ -43,7 +43,7 @@ class Inflight(NamedTuple):
     gpu: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellSummary:
     cell_id: int
     label: str
@@ -116,7 +116,7 @@ class Store:
 
     def cells(self) -> list[StoredCell]:
         rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
-        return [StoredCell(r[0], Cell(*r[1:8]), r[8]) for r in rows]
+        return [StoredCell(r[0], Cell(key=r[1], label=r[2], workload=r[3], variant=r[4], config=r[5], shape=r[6], dtype=r[7]), r[8]) for r in rows]
 
     def trial_count(self) -> int:
         return int(self.con.execute("SELECT count(*) FROM trials").fetchone()[0])
@@ -176,7 +176,8 @@ class Store:
             done, fails, crashed = self.cell_counts(cell_id)
             gpus = ",".join(sorted({g for (g,) in self.con.execute("SELECT DISTINCT gpu FROM trials WHERE cell_id = ?", (cell_id,))}))
             st = cell_stats(cell.label, fails, done) if done else None
-            out.append(CellSummary(cell_id, cell.label, cell.key, target, done, fails, crashed, st, gpus))
+            out.append(CellSummary(cell_id=cell_id, label=cell.label, key=cell.key, target=target, done=done, failures=fails, crashed=crashed,
+                                   stats=st, gpus=gpus))
         return out
 
     def first_failures(self, cell_id: int, limit: int = 5) -> list[tuple[int, str, str]]:

@@ -58,7 +58,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     (backend, memory), hazards = capture_mode(args.backend, args.memory), hazards_wanted(args)
     name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
     out = args.output or default_run_dir(name)
-    req = CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace, args.capture_range, memory)
+    req = CaptureRequest(name=name, command=tuple(command), backend=backend, output=out, timeout=args.timeout,
+                         cuda_event_trace=args.cuda_event_trace, capture_range=args.capture_range, memory=memory)
     rec = record(req, choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
     for line in rec.notices(listed=rec.job and not args.json):

@@ -48,7 +48,7 @@ def read_csv(path: Path) -> NcuReport:
     except (OSError, UnicodeDecodeError) as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc})") from None
     launches, notes = parse_raw_csv(text, str(path))
-    return NcuReport(str(path), Source.CSV, launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
+    return NcuReport(path=str(path), source=Source.CSV, launches=launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
                      notes=tuple(n for n in notes if not n.startswith("NVTX")))
 
 

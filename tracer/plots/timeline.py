@@ -8,17 +8,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
-from matplotlib.colors import to_rgba  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
 
-from tracer.trace.timeline import CHECK, EVENT, HAZARD, OTHER, Lane, Mark, RangeLane, Strip, TimelineData  # noqa: E402
+from tracer.trace.timeline import CHECK, EVENT, HAZARD, OTHER, Lane, Mark, RangeLane, Strip, TimelineData
 
 FAMILY_COLORS = {"cast_transpose": "#1f77b4", "dgrad": "#ff7f0e", "wgrad": "#2ca02c", "amax_update": "#9467bd",
                  CHECK: "#dedede", OTHER: "#8c8c8c"}

@@ -91,7 +91,8 @@ class Grouper:
                 g[1] += hz
 
     def findings(self) -> tuple[Finding, ...]:
-        out = [Finding(self.tool, k, kern, src, n, hz, lvl, msg) for (k, kern, src, lvl), (n, hz, msg) in self.groups.items()]
+        out = [Finding(tool=self.tool, kind=k, kernel=kern, source=src, count=n, hazards=hz, level=lvl, message=msg) for (k, kern, src, lvl),
+               (n, hz, msg) in self.groups.items()]
         return tuple(sorted(out, key=lambda f: (-f.count, f.kind, f.kernel, f.source)))
 
 
@@ -335,7 +336,7 @@ class _Records:
 
     def parsed(self, incomplete: bool, recognised: bool) -> Parsed:
         g = self.grouper or Grouper(self.tool or "unknown")
-        return Parsed(g.findings(), g.records, incomplete, tool_errors=tuple(self.tool_errors), recognised=recognised)
+        return Parsed(findings=g.findings(), records=g.records, incomplete=incomplete, tool_errors=tuple(self.tool_errors), recognised=recognised)
 
 
 class _Scan:

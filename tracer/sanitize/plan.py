@@ -47,7 +47,7 @@ class Job:
     tool: Tool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """How each tool runs (the same for every job)."""
 

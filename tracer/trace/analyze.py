@@ -15,7 +15,7 @@ from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.hazards import Hazards, find_hazards
 from tracer.trace.model import Trace
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
-from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
+from tracer.trace.pairs import GlobPair, PairMode, PairSpec
 from tracer.trace.selection import require_matches
 
 MAX_LISTED_PAIRS = 200
@@ -26,7 +26,7 @@ PAIRS_BY_MEMORY_NOTE = ("pairs not judged by default: the trace has memory acces
                         "race on the same memory (--pairs all still lists the ordering of every pair)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamStats:
     device: int
     stream: int
@@ -40,7 +40,7 @@ class StreamStats:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairVerdict:
     producer: str
     consumer: str
@@ -64,7 +64,7 @@ class PairVerdict:
                 "producer_rule": self.producer_rule, "consumer_rule": self.consumer_rule}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Analysis:
     trace: Trace
     streams: tuple[StreamStats, ...]
@@ -146,7 +146,8 @@ def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
         gaps = np.maximum(start[1:] - end[:-1], 0)
         span = int(end[-1] - start[0])
         idle = int(gaps.sum())
-        out.append(StreamStats(dev, stream, len(idx), span - idle, idle, span, int(gaps.max()) if len(gaps) else 0))
+        out.append(StreamStats(device=dev, stream=stream, kernels=len(idx), busy_ns=span - idle, idle_ns=idle, span_ns=span,
+                               max_gap_ns=int(gaps.max()) if len(gaps) else 0))
     return tuple(out)
 
 
@@ -234,10 +235,12 @@ def glob_pairs(trace: Trace, attr: Attribution, index: OrderingIndex, producer: 
     for n, w in enumerate(head.tolist()):
         pk, ck = int(p[w]), int(c[w])
         o = index.order(pk, ck)
-        out.append(PairVerdict(_range_text(trace, int(prods.ranges[pi[n]])), _range_text(trace, int(cons.ranges[ci[n]])),
-                               int(k.stream[pk]), int(k.stream[ck]), o.verdict, o.edge, int(c_gap[ci[n]] - p_gap[pi[n]]),
-                               trace.kernel_name(pk), trace.kernel_name(ck), attr.rule_of(pk).value, attr.rule_of(ck).value,
-                               pk, ck))
+        out.append(PairVerdict(producer=_range_text(trace, int(prods.ranges[pi[n]])), consumer=_range_text(trace, int(cons.ranges[ci[n]])),
+                               producer_stream=int(k.stream[pk]), consumer_stream=int(k.stream[ck]), verdict=o.verdict, edge=o.edge,
+                               gap_ns=int(c_gap[ci[n]] - p_gap[pi[n]]),
+                               producer_kernel=trace.kernel_name(pk), consumer_kernel=trace.kernel_name(ck), producer_rule=attr.rule_of(pk).value,
+                               consumer_rule=attr.rule_of(ck).value,
+                               producer_index=pk, consumer_index=ck))
     return out
 
 
@@ -305,9 +308,11 @@ def all_pairs(trace: Trace, attr: Attribution, index: OrderingIndex) -> tuple[li
 
 def _kernel_pair(trace: Trace, attr: Attribution, index: OrderingIndex, p: int, c: int) -> PairVerdict:
     k, o = trace.kernels, index.order(p, c)
-    return PairVerdict(_range_name(trace, attr, p), _range_name(trace, attr, c), int(k.stream[p]), int(k.stream[c]),
-                       o.verdict, o.edge, int(k.start[c] - k.end[p]), trace.kernel_name(p), trace.kernel_name(c),
-                       attr.rule_of(p).value, attr.rule_of(c).value, p, c)
+    return PairVerdict(producer=_range_name(trace, attr, p), consumer=_range_name(trace, attr, c), producer_stream=int(k.stream[p]),
+                       consumer_stream=int(k.stream[c]),
+                       verdict=o.verdict, edge=o.edge, gap_ns=int(k.start[c] - k.end[p]), producer_kernel=trace.kernel_name(p),
+                       consumer_kernel=trace.kernel_name(c),
+                       producer_rule=attr.rule_of(p).value, consumer_rule=attr.rule_of(c).value, producer_index=p, consumer_index=c)
 
 
 def _range_name(trace: Trace, attr: Attribution, kernel: int) -> str:
@@ -338,8 +343,9 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
         require_matches(trace, attr, spec.globs, found, glob_regex)
         counts.update(Counter(p.verdict.value for p in found))
     haz = find_hazards(trace, attr, index) if hazards else None
-    return Analysis(trace, stream_stats(trace), attr, tuple(found), counts, index.event_edges, index.unmatched_waits,
-                    spec, haz, notes)
+    return Analysis(trace=trace, streams=stream_stats(trace), attribution=attr, pairs=tuple(found), pair_counts=counts,
+                    event_edges=index.event_edges, unmatched_waits=index.unmatched_waits,
+                    pair_spec=spec, hazards=haz, notes=notes)
 
 
 def top_kernels(trace: Trace, n: int = 15) -> list[tuple[str, int, int]]:

@@ -22,7 +22,7 @@ import numpy as np
 
 from tracer.trace.attribution import Attribution
 from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
-from tracer.trace.model import Trace, expand_ranges, lex_search
+from tracer.trace.model import Trace, expand_ranges
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
 MAX_LISTED_HAZARDS = 200
@@ -40,7 +40,7 @@ class HazardKind(str, Enum):
 KINDS = tuple(HazardKind)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelRef:
     kernel: str
     range: str
@@ -67,7 +67,7 @@ class AllocationRef:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hazard:
     kind: HazardKind
     may: bool  # a direction or extent was guessed
@@ -96,7 +96,7 @@ class Hazard:
                 "consumer": self.consumer.to_json(), "memory": memory}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hazards:
     memory: bool
     kernels_with_memory: int = 0
@@ -161,7 +161,7 @@ class Hazards:
         return lines
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AccessRows:
     """One row per (kernel, access) of the kernels with memory sets, with what the search needs."""
 
@@ -186,8 +186,8 @@ def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[Acc
     col, mode = index.kernel_col[kern], la.mode[row]
     comp, order = _components(address, end, trace.kernels.device[kern])
     live = _shared(comp[order], col[order], mode[order])[comp] if len(comp) else np.zeros(0, dtype=bool)
-    rows = AccessRows(kern[live], row[live], col[live], trace.kernels.corr[kern[live]], address[live], end[live],
-                      mode[live], comp[live])
+    rows = AccessRows(kernel=kern[live], row=row[live], col=col[live], corr=trace.kernels.corr[kern[live]], address=address[live], end=end[live],
+                      mode=mode[live], comp=comp[live])
     return rows, ka.kernels_with_memory
 
 
@@ -324,9 +324,10 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex) -> Hazar
     counts["ordered"] = len(_groups(rows.kernel[op_], rows.kernel[oc], np.zeros(len(op_), dtype=np.int64),
                                     np.ones(len(op_), dtype=bool))[0])
     listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
-    return Hazards(True, int(with_memory.sum()), int((~with_memory).sum()), _unjudged(index, with_memory),
-                   _launch_unknown(trace, memory), tuple(counts.items()), listed, len(memory.queries.corr),
-                   index.unmatched_queries, _graph_kernels(trace, with_memory))
+    return Hazards(memory=True, kernels_with_memory=int(with_memory.sum()), kernels_without_memory=int((~with_memory).sum()),
+                   unjudged=_unjudged(index, with_memory),
+                   launch_unknown=_launch_unknown(trace, memory), counts=tuple(counts.items()), listed=listed, host_queries=len(memory.queries.corr),
+                   unmatched_queries=index.unmatched_queries, graph_kernels=_graph_kernels(trace, with_memory))
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
@@ -425,8 +426,9 @@ def _listed(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRows, p
         kind = KINDS[int(kinds[i])]
         alloc = _allocation(trace, memory, int(memory.launches.allocation[rows.row[c[i]]]))
         prev = _allocation(trace, memory, int(memory.launches.allocation[rows.row[p[i]]])) if kind is HazardKind.REUSE else None
-        out.append(Hazard(kind, bool(may[i]), int(gap[i]), _kernel_ref(trace, attr, memory, rows, p[i]),
-                          _kernel_ref(trace, attr, memory, rows, c[i]), start, stop - start, alloc, prev))
+        out.append(Hazard(kind=kind, may=bool(may[i]), gap_ns=int(gap[i]), producer=_kernel_ref(trace, attr, memory, rows, p[i]),
+                          consumer=_kernel_ref(trace, attr, memory, rows, c[i]), address=start, bytes=stop - start, allocation=alloc,
+                          previous_allocation=prev))
     return tuple(out)
 
 
@@ -435,9 +437,9 @@ def _kernel_ref(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRow
     rng = int(attr.range_of_kernel[kern])
     name = int(memory.launches.op_name[rows.row[row]])
     k = trace.kernels
-    return KernelRef(trace.kernel_name(kern), trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
-                     attr.rule_of(kern).value, int(k.stream[kern]), int(k.corr[kern]),
-                     trace.strings[name] if name >= 0 else None, int(k.start[kern]), int(k.end[kern]), kern)
+    return KernelRef(kernel=trace.kernel_name(kern), range=trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
+                     rule=attr.rule_of(kern).value, stream=int(k.stream[kern]), corr=int(k.corr[kern]),
+                     op=trace.strings[name] if name >= 0 else None, start_ns=int(k.start[kern]), end_ns=int(k.end[kern]), index=kern)
 
 
 def _allocation(trace: Trace, memory: Memory, alloc_id: int) -> AllocationRef | None:

@@ -29,7 +29,7 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.interner import Interner
-from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace
+from tracer.trace.model import Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, from_columns
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}
@@ -241,18 +241,20 @@ class _Columns:
         if kind in (SyncKind.WAIT, SyncKind.EVENT) and key != -1:
             self.records[key] = EventRecord(device, _int(args, "wait_on_stream", -1), key, key)
         stream = _int(args, "stream", -1) if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1
-        self.syncs.append(Sync(kind, device, stream, _int(args, "correlation", -1), key, _ns(start), _ns(end), -1, name))
+        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key, start=_ns(start), end=_ns(end),
+                               tid=-1, api=name))
 
     def trace(self, path: Path) -> Trace:
         kernels = _sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
                           order=(0, 1, 2, 3, 4, 5))
-        api = Apis(*_sorted(self.apis, order=(3,)))
+        api = from_columns(Apis, _sorted(self.apis, order=(3,)))
         syncs = sorted(self.syncs, key=lambda y: y.corr)
         tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
-        return Trace(str(path), "pytorch-profiler (kineto)", self.s.items, Kernels(*kernels), api,
-                     Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
-                     tuple(sorted(self.records.values(), key=lambda r: r.corr)), tuple(syncs), self.memcpy, self.memset)
+        return Trace(source=str(path), producer="pytorch-profiler (kineto)", strings=self.s.items, kernels=from_columns(Kernels, kernels), apis=api,
+                     ranges=Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
+                     records=tuple(sorted(self.records.values(), key=lambda r: r.corr)), syncs=tuple(syncs), memcpy_count=self.memcpy,
+                     memset_count=self.memset)
 
 
 def _append(cols: list[array], row: tuple) -> None:
@@ -286,7 +288,7 @@ def read_kineto(path: Path) -> Trace:
     i = -1
     try:
         with _open(path) as fh:
-            for i, e in enumerate(trace_events(fh)):
+            for i, e in enumerate(trace_events(fh)):  # noqa: B007  # i names the bad event in the error below
                 cols.add(e)
     except BadEvent as exc:
         raise TraceFormatError(f"{path}: traceEvents[{i}]: {exc}") from None

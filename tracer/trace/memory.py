@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
-from tracer.trace.model import Kernels, expand_ranges
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # writers import MEMORY_TABLES from here too
+from tracer.trace.model import Kernels, expand_ranges, from_columns
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
@@ -30,7 +30,7 @@ EXTERNAL = [Col("correlationId", None), Col("externalId", None)]
 ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchAccesses:
     """One row per (launch call, access of the op it was made in), sorted by the launch's correlation
     id; an op without accesses has one row with mode 0 (the kernel's set is known to be empty)."""
@@ -62,7 +62,7 @@ class ForwardOps:
     start: np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Allocations:
     id: np.ndarray  # sorted
     device: np.ndarray
@@ -82,7 +82,7 @@ class Allocations:
         return np.where((self.id[at] == ids) & (ids >= 0), at, -1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostQueries:
     """cudaEventQuery / cudaStreamQuery calls that returned cudaSuccess: the host saw completion."""
 
@@ -111,7 +111,7 @@ class GraphNodes:
     corr: np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Memory:
     recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
     launches: LaunchAccesses
@@ -146,7 +146,7 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
     return lambda: _finish(db, recorded, job.result())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Fetched:
     """Memory's columns as read, names still StringIds ids."""
 
@@ -185,7 +185,8 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     unknown = ints("TRACER_LAUNCH_UNKNOWN", [Col("correlationId"), Col("nameId")])
     reasons = db.texts("TRACER_LAUNCH_UNKNOWN", "reason")[1] if "TRACER_LAUNCH_UNKNOWN" in present else []
     nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
-    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes)
+    return _Fetched(launches=launches, backward=backward, forward=forward, allocations=alloc, queries=queries, unknown=unknown, reasons=reasons,
+                    graph_nodes=nodes)
 
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
@@ -209,9 +210,10 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
     launches, alloc = list(f.launches), list(f.allocations)
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
-    return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
-                  Allocations(*alloc), HostQueries(*f.queries),
-                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes)
+    return Memory(recorded=recorded, launches=from_columns(LaunchAccesses, launches), backward=BackwardLaunches(*f.backward),
+                  forward=ForwardOps(*f.forward),
+                  allocations=from_columns(Allocations, alloc), queries=from_columns(HostQueries, f.queries),
+                  unknown=LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), graph_nodes=f.graph_nodes)
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

@@ -5,14 +5,24 @@ stream, submission order is correlation order, whatever the host clocks say.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from tracer.trace.memory import Memory
+
+Record = TypeVar("Record", bound="DataclassInstance")
+
+
+def from_columns(cls: type[Record], columns: Sequence[Any]) -> Record:
+    """A columnar record from its columns in field order (records of more than 4 fields take keywords only)."""
+    return cls(**{f.name: column for f, column in zip(fields(cls), columns)})
 
 
 class SyncKind(str, Enum):
@@ -23,7 +33,7 @@ class SyncKind(str, Enum):
     UNKNOWN = "unknown"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Kernels:
     start: np.ndarray
     end: np.ndarray
@@ -37,7 +47,7 @@ class Kernels:
         return len(self.start)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Apis:
     """Runtime and driver API calls (launches, records, waits, syncs), by correlation id."""
 
@@ -66,7 +76,7 @@ class EventRecord:
     key: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sync:
     kind: SyncKind
     device: int
@@ -89,7 +99,7 @@ class Ranges:
     text: np.ndarray  # index into Trace.strings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     source: str
     producer: str

@@ -47,8 +47,8 @@ def read_kernels(db: SqliteTables) -> Kernels:
     start, end, dev, stream, corr, nid, *node = db.ints(KERNEL_TABLE, wanted + [Col("graphNodeId", 0)] * graphs)
     db.check_times(KERNEL_TABLE, start, end)
     order = np.argsort(start, kind="stable")
-    return Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
-                   node[0][order] if node else None)
+    return Kernels(start=start[order], end=end[order], device=dev[order], stream=stream[order], corr=corr[order], name=db.remap(nid[order]),
+                   graph_node=node[0][order] if node else None)
 
 
 def _has_rows(db: SqliteTables, table: str) -> bool:
@@ -64,12 +64,12 @@ def fetch_apis(db: SqliteTables) -> Apis:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in db.tables:
         e = np.zeros(0, dtype=np.int64)
-        return Apis(e, e, e, e, e)
+        return Apis(start=e, end=e, tid=e, corr=e, name=e)
     start, end, tid, corr, nid = db.ints(table, [Col("start", None), Col("end", None), Col("globalTid"),
                                                  Col("correlationId"), Col("nameId")])
     db.check_times(table, start, end)
     order = np.argsort(corr, kind="stable")
-    return Apis(start[order], end[order], tid[order], corr[order], nid[order])
+    return Apis(start=start[order], end=end[order], tid=tid[order], corr=corr[order], name=nid[order])
 
 
 def named_apis(db: SqliteTables, fetched: Apis) -> Apis:
@@ -125,8 +125,8 @@ def read_syncs(db: SqliteTables, apis: Apis) -> tuple[Sync, ...]:
             kinds[name] = (db.strings[name], classify_api(db.strings[name]))
         api, by_name = kinds[name]
         kind = by_name or SYNC_TYPE.get(stype[n], SyncKind.UNKNOWN)
-        out.append(Sync(kind, dev[n], stream[n] if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr[n],
-                        key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start[n], end[n], tids[n], api))
+        out.append(Sync(kind=kind, device=dev[n], stream=stream[n] if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr=corr[n],
+                        key=key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start=start[n], end=end[n], tid=tids[n], api=api))
     return tuple(out)
 
 
@@ -173,8 +173,9 @@ def read_nsys_sqlite(path: Path) -> Trace:
         syncs = read_syncs(db, apis)
         producer = (f"tracer-{meta['TRACER_PRODUCER']} {meta.get('EXPORT_PRODUCT_VERSION', '')}" if "TRACER_PRODUCER" in meta
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
-        return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
-                     _count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), _count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta,
-                     record_errors(meta), memory())
+        return Trace(source=str(path), producer=producer.strip(), strings=db.strings, kernels=kernels, apis=apis, ranges=ranges, records=records,
+                     syncs=syncs,
+                     memcpy_count=_count(db, "CUPTI_ACTIVITY_KIND_MEMCPY"), memset_count=_count(db, "CUPTI_ACTIVITY_KIND_MEMSET"), meta=meta,
+                     record_errors=record_errors(meta), memory=memory())
     finally:
         con.close()
