@@ -11,7 +11,7 @@ import threading
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
@@ -227,7 +227,7 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
     return lines
 
 
-def _quiet(p: dict) -> bool:
+def _quiet(p: dict[str, Any]) -> bool:
     """A process that ended well and recorded nothing: no kernels, no rank, no CUDA trouble."""
     return (p.get("state") == "exited" and not p.get("exit") and p.get("ended") != "sigterm" and not p.get("kernels")
             and p.get("rank") is None and not p.get("untraced_cuda") and not p.get("trace_error"))

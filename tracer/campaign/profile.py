@@ -120,7 +120,7 @@ class CampaignSpec:
     @classmethod
     def from_data(cls, path: Path, d: dict[str, Any]) -> CampaignSpec:
         """From a profile's validated data (every key present, as load_profile leaves it)."""
-        lists = {k: tuple(d[k]) for k in ("variants", "configs", "shapes", "dtypes", "sanitize", "trace")}
+        lists: dict[str, Any] = {k: tuple(d[k]) for k in ("variants", "configs", "shapes", "dtypes", "sanitize", "trace")}
         return cls(path=path, name=d["name"], workload=d["workload"], description=d["description"],
                    extra_cells=tuple(ExtraCell(**e) for e in d["extra_cells"]), checks=tuple(Check(c) for c in d["checks"]),
                    sprt=SprtBounds(**d["sprt"]), executor=ExecutorSettings(**d["executor"]),

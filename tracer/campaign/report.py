@@ -9,7 +9,7 @@ from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, tri
 from tracer.campaign.store import CellSummary, Store
 
 
-def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[str, float]) -> dict[str, Any]:
+def _row(store: Store, c: CellSummary, stats_by_label: dict[str, Any], sprt_bounds: dict[str, float]) -> dict[str, Any]:
     row: dict[str, Any] = {"cell": c.label, "key": c.key, "trials": c.done, "target": c.target, "failures": c.failures,
                            "crashed": c.crashed, "gpus": c.gpus, "first_failures": store.first_failures(c.cell_id)}
     st = stats_by_label.get(c.label)

@@ -38,7 +38,8 @@ def clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]
 
 def zero_failure_upper(n: int, alpha: float = ALPHA) -> float:
     """One-sided (1 - alpha) upper bound after n trials without a failure: 1 - alpha^(1/n), about 3/n."""
-    return 1.0 - alpha ** (1.0 / n)
+    bound: float = 1.0 - alpha ** (1.0 / n)
+    return bound
 
 
 def trials_needed(p: float, alpha: float = ALPHA) -> int:

@@ -8,7 +8,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
@@ -91,7 +91,7 @@ class Store:
             self.lock.release()
             self.lock = None
 
-    def init(self, spec: CampaignSpec, environment: dict) -> None:
+    def init(self, spec: CampaignSpec, environment: dict[str, Any]) -> None:
         """Record the campaign and its cells; reopening with another campaign's profile is refused."""
         with self.tx():
             row = self.con.execute("SELECT value FROM campaign WHERE key='name'").fetchone()
@@ -107,7 +107,7 @@ class Store:
                                                                     c.dtype, spec.trials_per_cell))
                 self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.trials_per_cell, c.key))
 
-    def tx(self):  # type: ignore[no-untyped-def]
+    def tx(self) -> _Tx:
         return _Tx(self.con, self.path)
 
     def meta(self, key: str) -> str | None:
@@ -165,7 +165,7 @@ class Store:
         wanted = set(trials)
         return sum(1 for (t,) in rows if wanted & set(json.loads(t)))
 
-    def crashes(self) -> list[dict]:
+    def crashes(self) -> list[dict[str, Any]]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
         return [{"cell": a, "trials": json.loads(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]

@@ -79,7 +79,7 @@ def require_importer() -> str:
 
 
 def capture(command: list[str], out: Path, logs: Path, timeout: float, *, cuda_event_trace: bool = False,
-            capture_range: str | None = None):  # type: ignore[no-untyped-def]
+            capture_range: str | None = None):
     """Profile `command` with nsys; the SQLite export lands at `out`."""
     from tracer import proc
     from tracer.errors import ToolMissingError

@@ -17,7 +17,7 @@ import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from tracer.capture.memory import MemoryRecorder
@@ -63,7 +63,7 @@ class Extractor:
         self.library: dict[Any, bool] = {}
 
     def callsite(self) -> str | None:
-        f = sys._getframe(3)
+        f: FrameType | None = sys._getframe(3)
         for _ in range(FRAME_SCAN):
             if f is None:
                 return None
@@ -328,7 +328,7 @@ class _ThenLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         module.__loader__ = self.loader  # the module sees its real loader
         if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self.loader
+            module.__spec__.loader = self.loader  # type: ignore[union-attr]  # checked just above
         self.loader.exec_module(module)
         self.hook.done(module)
 

@@ -36,7 +36,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:  # type: ignore[no-untyped-def]
+def finish(analysis, args: argparse.Namespace, failed: str = "") -> int:
     """Print the verdicts (a job's: every process's); then a failed target (exit 7) before the
     checks asked for (exit 1)."""
     from tracer.trace.job_text import format_result

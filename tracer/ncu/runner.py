@@ -87,7 +87,7 @@ def check_outcome(text: str, code: int | None, report: Path, opts: NcuOptions, r
     """Raise the one-line error for a failed ncu run; return when a report was written."""
     cause = classify(text)
     if cause in CAUSES:
-        raise ToolMissingError(CAUSES[cause])  # type: ignore[index]
+        raise ToolMissingError(CAUSES[cause])
     if cause is Failure.NO_KERNELS:
         names = available_kernels(text)
         names = ran() if names is None else names

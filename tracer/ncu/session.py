@@ -76,7 +76,8 @@ def workload_plan(workload: str, variants: Sequence[str], config: str | None, sh
     _positive("steps", steps)
     names = [v.value for v in FENCE_VARIANTS] if "all" in variants else list(dict.fromkeys(variants))
     targets, spec = [], None
-    for v in names or [None]:
+    chosen: list[str | None] = [*names] or [None]
+    for v in chosen:
         spec = resolve_workload(workload, variant=v, config=config, shape=shape, steps=steps)
         cmd = [sys.executable, "-m", "tracer", "run", workload, "--no-fail-on-check", "--steps", str(steps)]
         for flag, value in (("variant", v), ("config", config), ("shape", shape)):
@@ -134,7 +135,7 @@ def record(p: Plan, settings: Settings, output: Path | None,
 def read_targets(folder: Path, runs: Sequence[TargetRun]) -> tuple[list[ProfiledTarget], TracerError | None]:
     from tracer.ncu.reader import read_report
 
-    out = []
+    out: list[ProfiledTarget] = []
     for r in runs:
         try:
             report = read_report(folder / r.report)

@@ -183,24 +183,24 @@ def _arrow_style(kind: str) -> str:
     return "--" if kind == EVENT else "-." if kind == HAZARD else "-"
 
 
-def legend_columns(handles: list, width_in: float) -> int:  # type: ignore[type-arg]
+def legend_columns(handles: list, width_in: float) -> int:
     """As many columns as the longest label lets fit in the figure's width (8 pt text: about 5.5 px
     a character at 100 dpi, plus the handle)."""
     longest = max((len(h.get_label()) for h in handles), default=1)
     return max(1, min(len(handles), int(width_in * 100 * 0.95 // (45 + 5.5 * longest))))
 
 
-def legend_handles(data: TimelineData, colors: list[str]) -> list:  # type: ignore[type-arg]
+def legend_handles(data: TimelineData, colors: list[str]) -> list:
     """Only what is drawn: categories present in the lanes or marks, arrow kinds, strips, marks."""
     used: set[int] = {m.category for m in data.marks}
     for lane in data.lanes:
         used |= set(lane.category.tolist())
         if lane.mix is not None:
             used |= {int(c) for c in np.nonzero(lane.mix.busy_us.sum(axis=0) > 0)[0]}
-    handles: list = [Patch(color=colors[c], label=n) for c, n in enumerate(data.categories) if c in used]  # type: ignore[type-arg]
+    handles: list = [Patch(color=colors[c], label=n) for c, n in enumerate(data.categories) if c in used]
     for kind in dict.fromkeys(ar.kind for ar in data.arrows):
         handles.append(Line2D([], [], color=ARROW_COLORS.get(kind, "#444444"), lw=_arrow_width(kind),
-                              linestyle=_arrow_style(kind), label=ARROW_NAMES.get(kind, f"{kind} pair")))
+                              linestyle=_arrow_style(kind), label=ARROW_NAMES.get(kind, f"{kind} pair")))  # type: ignore[arg-type]  # a named matplotlib style
     for s in data.strips:
         handles.append(Patch(color=ARROW_COLORS.get(s.kind, "#444444"), label=s.label.split(":")[0] + " (count per pixel column)"))
     if data.marks:

@@ -33,7 +33,7 @@ from enum import Enum
 from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 
 from defusedxml import DefusedXmlException
@@ -66,7 +66,7 @@ class Grouper:
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
-        self.groups: dict[tuple[str, str, str, str], list] = {}
+        self.groups: dict[tuple[str, str, str, str], list[Any]] = {}
         self.records = 0
 
     def add(self, kind: str, kernel: str, source: str, level: str, message: str, hazards: int = 1, times: int = 1) -> None:
@@ -384,9 +384,10 @@ class _Scan:
             found.append(entry[1].get(entry[0](piece)) if entry is not None else None)
         if None in found:
             self._learn(pieces, keys, found)
-        counts = Counter(found)
+        meanings = cast("list[_Meaning]", found)  # _learn filled every None
+        counts = Counter(meanings)
         if any(m.bad is not None or m.tool_error is not None for m in counts):
-            for m in found:  # in order: a bad record's number, the tool's errors in sequence
+            for m in meanings:  # in order: a bad record's number, the tool's errors in sequence
                 self.acc.add(m)
         else:
             for m, n in counts.items():  # first seen first: groups keep the order and message of their first record
@@ -497,7 +498,7 @@ def _scan_halves(path: Path, prolog: bytes, tool: str | None, at: int, method: s
 
     ctx = multiprocessing.get_context(method)
     receive, send = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_worker, args=(send, str(path), prolog, tool, at, path.stat().st_size), daemon=True)
+    worker = ctx.Process(target=_worker, args=(send, str(path), prolog, tool, at, path.stat().st_size), daemon=True)  # type: ignore[attr-defined]  # typeshed's BaseContext lacks Process; every real context has it
     worker.start()
     send.close()
     try:

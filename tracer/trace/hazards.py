@@ -206,7 +206,8 @@ def _shared(comp: np.ndarray, col: np.ndarray, mode: np.ndarray) -> np.ndarray:
     """Per component (rows given in component order): touched from more than one stream, one writing."""
     heads = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
     several = np.minimum.reduceat(col, heads) != np.maximum.reduceat(col, heads)
-    return several & np.maximum.reduceat((mode & WRITE) > 0, heads)
+    out: np.ndarray = several & np.maximum.reduceat((mode & WRITE) > 0, heads)
+    return out
 
 
 def _running_max(end: np.ndarray, device: np.ndarray) -> np.ndarray:
@@ -244,8 +245,10 @@ class _Keys:
     def at_least(self, comp: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """The key of (comp, corr): rows of comp with an id >= corr have keys >= it, the others below."""
         if self.ids is None:
-            return comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
-        return comp * self.width + np.searchsorted(self.ids, corr, side="left")
+            key: np.ndarray = comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
+            return key
+        out: np.ndarray = comp * self.width + np.searchsorted(self.ids, corr, side="left")
+        return out
 
 
 @dataclass(frozen=True)

@@ -394,7 +394,7 @@ def analyze_job(job: Job, pairs: PairSpec, hazards: bool = True) -> JobAnalysis:
     none to pair), then the job summary. A pair glob that matches nothing in a process with kernels
     is the usage error of `analyze`, named by the process; a job without any kernel is an error."""
     require_kernels(job)
-    analyses = []
+    analyses: list[Analysis | None] = []
     for p, t in zip(job.processes, job.traces):
         if t is None:
             analyses.append(None)

@@ -54,7 +54,7 @@ def _constant(name: str) -> float:
     raise BadJson(f"not valid JSON ({name} is not a JSON number)")
 
 
-SCAN = json.JSONDecoder(parse_constant=_constant).scan_once  # the C scanner: (value, end) at an index
+SCAN = json.JSONDecoder(parse_constant=_constant).scan_once  # type: ignore[attr-defined]  # set on every instance; typeshed omits it. The C scanner: (value, end) at an index
 SPACE = re.compile(r"[ \t\n\r]*")
 SEPARATOR = re.compile(r"[ \t\n\r]*([,\]}])[ \t\n\r]*")
 
@@ -79,7 +79,7 @@ class _Text:
     def peek(self) -> str:
         """The next character that is not whitespace ("" at the end of the file)."""
         while True:
-            self.i = SPACE.match(self.buf, self.i).end()
+            self.i = SPACE.match(self.buf, self.i).end()  # type: ignore[union-attr]  # [ \t\n\r]* matches at every index
             if self.i < len(self.buf) or not self._more():
                 return self.buf[self.i:self.i + 1]
 
@@ -163,7 +163,7 @@ def _bad_number(key: str, v: object, low: float) -> BadEvent:
     return BadEvent(f"'{key}' is {v!r:.40} (allowed: a finite number of microseconds, {low:g} to {MAX_US:g})")
 
 
-def _int(d: dict, key: str, default: int) -> int:
+def _int(d: dict[str, Any], key: str, default: int) -> int:
     v = d.get(key, default)
     if type(v) is not int or not -MAX_ID <= v <= MAX_ID:
         raise BadEvent(f"'{key}' is {v!r:.40} (allowed: an integer)")
@@ -178,8 +178,8 @@ class _Columns:
         self.s = Interner()
         self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name = (
             array("d"), array("d"), array("q"), array("q"), array("q"), array("q"))
-        self.apis = [array("d"), array("d"), array("q"), array("q"), array("q")]
-        self.ranges = [array("d"), array("d"), array("q"), array("q")]
+        self.apis: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q")]
+        self.ranges: list[array[Any]] = [array("d"), array("d"), array("q"), array("q")]
         self.syncs: list[Sync] = []
         self.records: dict[int, EventRecord] = {}
         self.memcpy = self.memset = 0
@@ -205,9 +205,11 @@ class _Columns:
         elif cat == "gpu_memset":
             self.memset += 1
 
-    def _common(self, e: dict) -> tuple[dict, tuple[float, float], str]:
+    def _common(self, e: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float], str]:
         """args, (start, end) and the name of an event that is read, each checked."""
-        name, args, ts, dur = e.get("name"), e.get("args"), e.get("ts"), e.get("dur")
+        name, args = e.get("name"), e.get("args")
+        ts: Any = e.get("ts")
+        dur: Any = e.get("dur")
         if type(name) is not str:
             raise BadEvent(f"'name' is {name!r:.40} (allowed: a string)")
         if args is None:
@@ -220,7 +222,7 @@ class _Columns:
             raise _bad_number("dur", dur, 0)
         return args, (float(ts), float(ts + dur)), name
 
-    def _kernel(self, e: dict) -> None:
+    def _kernel(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
         device, stream, corr = args.get("device", 0), args.get("stream", -1), args.get("correlation", -1)
         if not (type(device) is int and type(stream) is int and type(corr) is int
@@ -233,7 +235,7 @@ class _Columns:
         self.k_corr.append(corr)
         self.k_name.append(self.s(name))
 
-    def _sync(self, e: dict) -> None:
+    def _sync(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
         kind_name = args.get("cuda_sync_kind", name)
         kind = SYNC_KINDS.get(kind_name, SyncKind.UNKNOWN) if isinstance(kind_name, str) else SyncKind.UNKNOWN
@@ -257,7 +259,7 @@ class _Columns:
                      memset_count=self.memset)
 
 
-def _append(cols: list[array], row: tuple) -> None:
+def _append(cols: list[array[Any]], row: tuple[Any, ...]) -> None:
     for col, v in zip(cols, row):
         col.append(v)
 
@@ -266,7 +268,7 @@ def _ns(us: float) -> int:
     return int(round(float(us) * 1000))
 
 
-def _sorted(cols: list[array], order: tuple[int, ...]) -> list[np.ndarray]:
+def _sorted(cols: list[array[Any]], order: tuple[int, ...]) -> list[np.ndarray]:
     """int64 columns (the time columns in nanoseconds), rows sorted by the columns in `order`
     (stable: rows equal on those keep the file's order)."""
     out = [np.rint(np.frombuffer(c, dtype=np.float64) * 1000).astype(np.int64) if c.typecode == "d"

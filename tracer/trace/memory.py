@@ -193,7 +193,7 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
     """Each node's making launch: its own row's correlation id, else its original's (clones of
     clones followed up to MAX_CLONE_DEPTH; a cycle, a longer chain or one that ends at no launch
     gives -1, and the node's kernels stay without a memory set)."""
-    made = {n: c for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
+    made: dict[int, int] = {n: c for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
     parent = {n: o for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
 
     def maker(at: int) -> int:

@@ -145,8 +145,8 @@ def lex_search(keys: tuple[np.ndarray, np.ndarray], query: tuple[np.ndarray, np.
     if (amax - amin + 1) * span < (1 << 62):
         key = (a - amin) * span + (b - bmin + 1)
         q = (qa - amin) * span + (np.clip(qb, bmin - 1, bmax + 1) - bmin + 1)
-        return np.searchsorted(key, q, side=side)  # type: ignore[call-overload]
+        return np.searchsorted(key, q, side=side)  # type: ignore[call-overload,no-any-return]  # side: a str, the stubs want a Literal
     dt = np.dtype([("a", np.int64), ("b", np.int64)])
     k, q2 = np.empty(len(a), dtype=dt), np.empty(len(qa), dtype=dt)
     k["a"], k["b"], q2["a"], q2["b"] = a, b, qa, qb
-    return np.searchsorted(k, q2, side=side)  # type: ignore[call-overload]
+    return np.searchsorted(k, q2, side=side)  # type: ignore[call-overload,no-any-return]  # side: a str, the stubs want a Literal

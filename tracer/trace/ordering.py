@@ -333,4 +333,5 @@ class OrderingIndex:
     def frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work happens before c, by event
         edges or host syncs (a kernel on x below it is ordered before c)."""
-        return np.maximum(self.event_frontier(c, x, at), self.host_frontier(c, x))
+        out: np.ndarray = np.maximum(self.event_frontier(c, x, at), self.host_frontier(c, x))
+        return out

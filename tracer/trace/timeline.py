@@ -136,9 +136,12 @@ class TimelineData:
 class HazardLike(Protocol):
     """What the timeline needs of a hazard: its kind and the kernel index of both sides."""
 
-    kind: object  # "RAW", "WAR", "WAW", "reuse" (str or str Enum)
-    producer_index: int
-    consumer_index: int
+    @property
+    def kind(self) -> object: ...  # "RAW", "WAR", "WAW", "reuse" (str or str Enum)
+    @property
+    def producer_index(self) -> int: ...
+    @property
+    def consumer_index(self) -> int: ...
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -460,9 +463,11 @@ def column_busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, x0: float, 
         size = (ncols + 2) * ncat
         n = np.bincount(b, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
         total = np.bincount(b, weights=rel, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
-        return n * edges[:, None] - total
+        out: np.ndarray = n * edges[:, None] - total
+        return out
 
-    return np.maximum(np.diff(g(start) - g(end), axis=0), 0.0)
+    busy: np.ndarray = np.maximum(np.diff(g(start) - g(end), axis=0), 0.0)
+    return busy
 
 
 def aggregate(start: np.ndarray, end: np.ndarray, group: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -695,7 +700,8 @@ def _event_strip(arrows: list[Arrow], strips: list[Strip], view: _View) -> tuple
 def _timeline(parts: Sequence[TimelinePart], window: tuple[float, float] | None, range_regex: str | None,
               show_pairs: bool, width_px: int, title: str, extra: tuple[str, ...], counted: str = "",
               time_from: str = "the first kernel") -> TimelineData:
-    rx = re.compile(parse_range(range_regex)) if range_regex is not None else None
+    pattern = parse_range(range_regex)
+    rx = re.compile(pattern) if pattern is not None else None
     frames = [make_frame(p.analysis, -p.shift_ns) for p in parts]
     frame, koff, loff = _merged_frame(frames)
     base = np.concatenate([_base_kernels(p.analysis, f, rx) + koff[i] for i, (p, f) in enumerate(zip(parts, frames))])

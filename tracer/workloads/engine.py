@@ -276,7 +276,7 @@ class Engine:
         if i == self.spec.cross_stream_layer:  # planted: no wait on the cast-transpose
             with torch.cuda.stream(self.side), nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)
-            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            torch.cuda.current_stream(self.device).wait_stream(self.side)  # type: ignore[arg-type]  # side is set on CUDA
         else:
             with nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)
