@@ -330,7 +330,7 @@ def test_successful_queries_say_which_record_the_host_saw_complete() -> None:
 
     def call(domain: int, cbid: int, params: object, site: int, corr: int, rv: int = 0) -> None:
         ret.value = rv
-        data = CallbackData(site, 0, ctypes.addressof(params), ctypes.addressof(ret))  # type: ignore[arg-type]
+        data = CallbackData(site, 0, ctypes.addressof(params), ctypes.addressof(ret))  # type: ignore[arg-type]  # params is a ctypes array, typed object in the helper
         calls.callback(None, domain, cbid, SimpleNamespace(callback_site=site, ptr=ctypes.addressof(data),
                                                            correlation_id=corr, symbol_name="", context=0))
 

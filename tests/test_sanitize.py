@@ -76,7 +76,7 @@ def _res(rc: int | None, timed_out: bool = False) -> ProcResult:
     return ProcResult(argv=("cs",), returncode=rc, timed_out=timed_out, seconds=1.0, stdout_path=Path("x"), stderr_path=Path("x"))
 
 
-def _run(stem: Path, tool: Tool, rc: int | None, timed_out: bool = False, label: str = "off"):  # type: ignore[no-untyped-def]
+def _run(stem: Path, tool: Tool, rc: int | None, timed_out: bool = False, label: str = "off"):
     xml = parse_xml(stem.with_suffix(".xml"), tool.value) if stem.with_suffix(".xml").is_file() else None
     return verdict(tool, stem.name, _res(rc, timed_out), xml, parse_text(stem.with_suffix(".log"), tool.value), RULES, label, {})
 

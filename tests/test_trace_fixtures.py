@@ -19,12 +19,12 @@ PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
 
 
 @pytest.fixture(scope="module")
-def analysis():  # type: ignore[no-untyped-def]
+def analysis():
     return analyze(load_trace(shared_fixture("nsys", "h100_2gpu_1s.sqlite")), all_kernel_pairs=True)
 
 
 class TestH100TwoGpu:
-    def test_counts(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_counts(self, analysis) -> None:
         t = analysis.trace
         assert len(t.kernels) == 3442 and len(t.ranges.start) == 16782
         assert [(s.device, s.stream, s.kernels) for s in analysis.streams] == [(0, 7, 1721), (1, 15, 1721)]
@@ -32,18 +32,18 @@ class TestH100TwoGpu:
         assert kinds.count(SyncKind.WAIT) == 236 and kinds.count(SyncKind.STREAM) == 8
         assert t.producer.startswith("nsys 2026.2.1.210 schema 3.25.0")
 
-    def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:
         assert analysis.attribution.no_launch_record == 1799
         assert analysis.attribution.unattributed >= 1799
         assert analysis.to_json()["kernels"] == 3442
 
-    def test_waits_without_event_records_are_reported(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_waits_without_event_records_are_reported(self, analysis) -> None:
         assert analysis.event_edges == 0 and analysis.unmatched_waits == 236
 
-    def test_pairs_all_stays_within_a_device(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_pairs_all_stays_within_a_device(self, analysis) -> None:
         assert sum(analysis.pair_counts.values()) == 0  # one stream per device: nothing to pair
 
-    def test_attribution_matches_an_independent_sql_join(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_attribution_matches_an_independent_sql_join(self, analysis) -> None:
         """The innermost NVTX range open on the launching thread at launch time, computed by SQL."""
         con = sqlite3.connect(shared_fixture("nsys", "h100_2gpu_1s.sqlite"))
         rows = con.execute(
@@ -94,7 +94,7 @@ class TestKineto:
 
 
 class TestCuptiCaptures:
-    def load(self, name: str):  # type: ignore[no-untyped-def]
+    def load(self, name: str):
         return analyze(load_trace(DATA / "traces" / f"{name}.sqlite"), PAIRS[:1])  # no wgrad here: an unmatched glob is an error
 
     def test_cast_transpose_dgrad_same_stream(self) -> None:

@@ -42,7 +42,7 @@ class ProcResult:
 def check_timeout(value: object) -> float:
     """A timeout in seconds: a finite number above 0 (nan, inf, 0 and negatives are refused)."""
     try:
-        seconds = float(value)  # type: ignore[arg-type]
+        seconds = float(value)  # type: ignore[arg-type]  # any user value is tried; what float() refuses is reported below
     except (TypeError, ValueError):
         seconds = math.nan
     if isinstance(value, bool) or not (math.isfinite(seconds) and seconds > 0):

@@ -76,7 +76,7 @@ def format_status(store: Store) -> str:
     return "\n".join(lines)
 
 
-def progress(store: Store, total: int, enabled: bool):  # type: ignore[no-untyped-def]
+def progress(store: Store, total: int, enabled: bool):  # type: ignore[no-untyped-def]  # returns rich's Progress and a tick; rich is imported inside (start-up)
     """A rich progress bar over the trials stored since it started, and the tick that updates it."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 

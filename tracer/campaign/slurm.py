@@ -94,7 +94,7 @@ def _collect(store: Store, jobs: list[Any], groups: list[list[Chunk]], poll_s: f
     return events
 
 
-def _read_result(path: Path):  # type: ignore[no-untyped-def]
+def _read_result(path: Path):  # type: ignore[no-untyped-def]  # whatever the task pickled: the caller checks it
     if not path.is_file():
         return None
     with open(path, "rb") as fh:

@@ -211,7 +211,7 @@ def keep_dynamo_out(mode_cls: type, dispatch: Callable[..., Any], timing: Timing
     def wrap(dynamo: ModuleType) -> None:
         if timing is not None:
             timing.mark("torch_dynamo_imported")
-        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]
+        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]  # torch stubs do not declare __torch_dispatch__ on the mode class
 
     loaded = sys.modules.get("torch._dynamo")
     if loaded is not None and hasattr(loaded, "disable"):

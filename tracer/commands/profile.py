@@ -58,8 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     p = plan(args.workload, args.command_after_dashdash, variants=args.variant, config=args.config, shape=args.shape,
              steps=args.steps)
-    values: dict[str, Any] = {f.name: tuple(v) if isinstance(v := getattr(args, f.name), list) else v for f in fields(Settings)}
-    settings = Settings(**values)
+    settings = Settings(**{f.name: tuple(v) if isinstance(v := getattr(args, f.name), list) else v for f in fields(Settings)})  # type: ignore[arg-type]  # by field name from the parsed flags
     run = record(p, settings, args.output, lambda r: print(progress_line(r), file=sys.stderr))
     print(f"run directory: {run.path}", file=sys.stderr)
     return show_run(run, args)

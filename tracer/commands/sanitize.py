@@ -5,13 +5,12 @@ import argparse
 import sys
 from dataclasses import fields
 from pathlib import Path
-from typing import Any
 
 from tracer.errors import ChecksFailed
 from tracer.sanitize.argv import parse_tools
 
 DEFAULT_ACTION = "run"  # `tracer sanitize WORKLOAD` is `tracer sanitize run WORKLOAD`
-SHARED: dict[str, tuple[str, dict[str, Any]]] = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
+SHARED: dict[str, tuple[str, dict]] = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
     "--tool": ("ri", {"default": "all", "help": "memcheck, racecheck, initcheck, synccheck, all (default; import: the file's)"}),
     "--print-limit": ("rs", {"type": int, "default": 1000, "help": "records compute-sanitizer prints per run (default 1000)"}),
     "--leak-check": ("rs", {"action": "store_true", "help": "memcheck --leak-check full"}),

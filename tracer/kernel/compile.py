@@ -70,7 +70,7 @@ def _nvrtc_compile(key: KernelKey, want: str) -> bytes:
 
 
 def _check(nvrtc: object, err: object, what: str) -> None:
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # type: ignore[attr-defined]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # type: ignore[attr-defined]  # cuda.bindings has no stubs for nvrtcResult
         raise CompileError(f"NVRTC {what} failed: {err}")
 
 

@@ -82,8 +82,8 @@ def summarize(group: str, launches: Sequence[Launch]) -> Summary:
     per_launch = [dict(launch.stalls) for launch in launches]
     shares = [launch.shares() for launch in launches]
     return Summary(group=group, launches=len(launches), **{f: _median(getattr(x, f) for x in launches) for f in LAUNCH_METRICS},
-                   stalls=tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]
-                   shares=tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]
+                   stalls=tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]  # _median is float | None; a reason listed has a value in some launch
+                   shares=tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]  # _median is float | None; a reason listed has a value in some launch
 
 
 def _sub(a: float | None, b: float | None) -> float | None:

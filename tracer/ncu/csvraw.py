@@ -39,7 +39,7 @@ def parse_dim3(text: str) -> Dim3 | None:
     m = _DIM3.fullmatch(text.strip())
     if not m:
         return None
-    return tuple(int(parse_number(g) or 0) for g in m.groups())  # type: ignore[return-value]
+    return tuple(int(parse_number(g) or 0) for g in m.groups())  # type: ignore[return-value]  # the pattern has exactly three groups, so this is a Dim3
 
 
 def read_csv(path: Path) -> NcuReport:

@@ -80,7 +80,7 @@ class Launch:
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Launch:
         dims = {k: tuple(int(x) for x in d[k]) if d.get(k) else None for k in ("grid", "block")}
-        return Launch(id=int(d["id"]), name=str(d["name"]), nvtx=tuple(d["nvtx"]), grid=dims["grid"], block=dims["block"],  # type: ignore[arg-type]
+        return Launch(id=int(d["id"]), name=str(d["name"]), nvtx=tuple(d["nvtx"]), grid=dims["grid"], block=dims["block"],  # type: ignore[arg-type]  # grid and block are Dim3 tuples built just above
                       **{k: _opt(d.get(k)) for k in FIELDS}, stalls=tuple(sorted((str(r), float(v)) for r, v in d["stalls"].items())),
                       cc=d.get("cc"), sms=d.get("sms"), registers=d.get("registers"), missing=tuple(d.get("missing", ())))
 
@@ -112,7 +112,7 @@ class NcuReport:
 
 
 def _opt(v: object) -> float | None:
-    return None if v is None else float(v)  # type: ignore[arg-type]
+    return None if v is None else float(v)  # type: ignore[arg-type]  # float() of a report value: a bad one raises, as it should
 
 
 def build_launch(id_: int, name: str, nvtx: tuple[str, ...], grid: Dim3 | None, block: Dim3 | None,
@@ -130,7 +130,7 @@ def build_launch(id_: int, name: str, nvtx: tuple[str, ...], grid: Dim3 | None, 
         values[fld] = value
         if value is None:
             missing.append(metric if m is None or fld != "duration_ns" else f"{metric} (unit {m.unit!r})")
-    stalls = tuple(sorted((STALL.fullmatch(k).group(1), m.value) for k, m in metrics.items()  # type: ignore[union-attr]
+    stalls = tuple(sorted((STALL.fullmatch(k).group(1), m.value) for k, m in metrics.items()  # type: ignore[union-attr]  # the generator's filter keeps only names STALL fully matches
                           if STALL.fullmatch(k) and m.value is not None))
     if not stalls:
         missing.append("smsp__average_warps_issue_stalled_*_per_issue_active.ratio (WarpStateStats)")

@@ -48,8 +48,8 @@ class Settings:
                           kernel=kernel_regex(regex) if regex else None, launch_skip=self.launch_skip,
                           launch_count=self.launch_count,
                           nvtx_include=tuple(nvtx_range_include(r) for r in self.ranges) + tuple(self.nvtx_include),
-                          clock_control=parse_enum("clock control", self.clock_control, ClockControl),  # type: ignore[arg-type]
-                          cache_control=parse_enum("cache control", self.cache_control, CacheControl))  # type: ignore[arg-type]
+                          clock_control=parse_enum("clock control", self.clock_control, ClockControl),  # type: ignore[arg-type]  # parse_enum returns the enum it is given, the stubs only know the union
+                          cache_control=parse_enum("cache control", self.cache_control, CacheControl))  # type: ignore[arg-type]  # parse_enum returns the enum it is given, the stubs only know the union
 
 
 def _positive(name: str, value: int | None) -> None:

@@ -187,7 +187,7 @@ class _Refused(Exception):
     """A DOCTYPE, entity declaration or external reference met by the expat reader."""
 
 
-def _refuse(what: str):  # type: ignore[no-untyped-def]
+def _refuse(what: str):  # type: ignore[no-untyped-def]  # an expat handler taking whatever arguments the event has
     def handler(*_: object) -> None:
         raise _Refused(what)
     return handler
@@ -518,7 +518,7 @@ def _scan_halves(path: Path, prolog: bytes, tool: str | None, at: int, method: s
     return first.acc, second[1]
 
 
-def _worker(send, path: str, prolog: bytes, tool: str | None, start: int, end: int) -> None:  # type: ignore[no-untyped-def]
+def _worker(send, path: str, prolog: bytes, tool: str | None, start: int, end: int) -> None:  # type: ignore[no-untyped-def]  # send is a multiprocessing Connection, untyped in this context
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this process
     send.send(_scan_part(path, prolog, tool, start, end))
     send.close()

@@ -79,7 +79,7 @@ class _Text:
     def peek(self) -> str:
         """The next character that is not whitespace ("" at the end of the file)."""
         while True:
-            self.i = SPACE.match(self.buf, self.i).end()  # type: ignore[union-attr]  # [ \t\n\r]* matches at every index
+            self.i = SPACE.match(self.buf, self.i).end()  # type: ignore[union-attr]  # the pattern matches (maybe empty) at every index
             if self.i < len(self.buf) or not self._more():
                 return self.buf[self.i:self.i + 1]
 

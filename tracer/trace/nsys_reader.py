@@ -92,7 +92,7 @@ def read_ranges(db: SqliteTables) -> Ranges:
         if len(keys):
             by_rowid = np.argsort(rowid, kind="stable")
             at = by_rowid[np.searchsorted(rowid[by_rowid], keys)]
-            names[at] = db.intern_all(texts)  # type: ignore[arg-type]
+            names[at] = db.intern_all(texts)  # type: ignore[arg-type]  # the query keeps no NULL text (text IS NOT NULL)
     order = np.argsort(start, kind="stable")
     return Ranges(start[order], end[order], tid[order], names[order])
 
