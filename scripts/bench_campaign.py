@@ -38,7 +38,7 @@ def raw_graph_rate(graph: TrialGraph, trials: int) -> float:
     return trials / (time.perf_counter() - t0)
 
 
-def campaign_rate(spec, cell, trials: int, batch: int) -> float:  # type: ignore[no-untyped-def]
+def campaign_rate(spec, cell, trials: int, batch: int) -> float:
     run_chunk(spec, 1, cell, list(range(batch)), "0", "bench")  # warm-up: compile, cuBLAS handles
     t0 = time.perf_counter()
     for start in range(0, trials, batch):

@@ -153,7 +153,7 @@ def resident(cfg: Config) -> int:
     from tracer.kernel.spec import KernelKey
     from tracer.kernel.launch import device_arch, resident_blocks
 
-    return resident_blocks(KernelKey(Variant.NONE, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()), 0)
+    return resident_blocks(KernelKey(variant=Variant.NONE, config=cfg, in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch=device_arch()), 0)
 
 
 def added(d: dict) -> str:

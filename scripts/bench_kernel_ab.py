@@ -82,7 +82,7 @@ def contender(label: str, cubin: bytes, key: KernelKey, xs: list[torch.Tensor], 
 def bench_shape(srcs: dict[str, str], configs: list[Config] | None, variants: list[Variant], rows: int, cols: int) -> list[dict]:
     xs, scale, _, _ = inputs(rows, cols)
     cfgs = configs or [pick_config(InDtype.BF16, rows, cols, num_sms())]
-    jobs = [(label, KernelKey(v, cfg, InDtype.BF16, OutFormat.E4M3, device_arch()))
+    jobs = [(label, KernelKey(variant=v, config=cfg, in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch=device_arch()))
             for label in srcs for cfg in cfgs for v in variants]
     with ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         cubins = list(pool.map(lambda job: nvrtc_compile.source_cubin(srcs[job[0]], job[1], f"{job[0]}.cu"), jobs))

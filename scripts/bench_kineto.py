@@ -59,7 +59,7 @@ def make_trace(path: Path, kernels: int) -> None:
     with open(path, "w") as fh:
         fh.write('{"schemaVersion": 1, "distributedInfo": {"rank": 0}, "deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],\n'
                  '"traceEvents": [\n')
-        fh.write('{"name": "process_name", "ph": "M", "ts": %d, "pid": %d, "tid": 0, "args": {"name": "python3"}}' % (T0, PID))
+        fh.write('{"name": "process_name", "ph": "M", "ts": %d, "pid": %d, "tid": 0, "args": {"name": "python3"}}' % (T0, PID))  # noqa: UP031  # JSON braces would need doubling in an f-string
         for k in range(kernels):
             events = _kernel_events(k, corr, ts)
             if k % 10 == 0:

@@ -79,7 +79,7 @@ def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = 
 def trace_counts(db: Path, memory: bool) -> dict[str, Any]:
     con = sqlite3.connect(db)
     try:
-        one_ = lambda sql: con.execute(sql).fetchone()[0]  # noqa: E731
+        one_ = lambda sql: con.execute(sql).fetchone()[0]
         out = {"trace_mb": round(db.stat().st_size / 2**20, 2), "kernels": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL"),
                "api_records": one_("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
         if memory:
@@ -108,7 +108,7 @@ def table(runs: list[dict[str, Any]], modes: list[str]) -> dict[str, dict[str, f
         row: dict[str, float | None] = {"wall": statistics.median(r["seconds"] for r in mine)}
         work = [r["workload_s"] for r in mine if r.get("workload_s") is not None]
         row["workload"] = statistics.median(work) if work else None
-        row["fixed"] = row["wall"] - row["workload"] if row["workload"] is not None else None  # type: ignore[operator]
+        row["fixed"] = row["wall"] - row["workload"] if row["workload"] is not None else None  # type: ignore[operator]  # wall is always set a line above
         parts = [breakdown(r["timing"]) for r in mine if r.get("timing")]
         for key in (parts[0] if parts else {}):
             row[key] = statistics.median(p[key] for p in parts)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from bench_trace import pinned  # noqa: E402
+from bench_trace import pinned
 
 LIMIT_S = 30.0  # issue #17: a 3M-kernel timeline in at most 30 s
 RENDER = """

@@ -26,7 +26,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tracer import proc  # noqa: E402
+from tracer import proc
 
 ALL_STEPS = ("info", "fixtures", "triton", "nokernel", "perm", "nvtx", "table4096", "bench", "table8192", "md")
 CPU_STEPS = ("agree",)  # not in the default list: it needs ncu-report, which the GPU machine may lack
@@ -239,14 +239,14 @@ def md_row(shape: str, s: object, d: object, bench_ms: float | None, bench_none_
     def f(v: float | None, fmt: str) -> str:
         return "?" if v is None else format(v, fmt)
 
-    us = None if s.duration_ns is None else s.duration_ns / 1e3  # type: ignore[attr-defined]
-    mb = s.membar_share  # type: ignore[attr-defined]
+    us = None if s.duration_ns is None else s.duration_ns / 1e3  # type: ignore[attr-defined]  # s is an ncu Summary, typed object to keep this script loose
+    mb = s.membar_share  # type: ignore[attr-defined]  # s is an ncu Summary, typed object to keep this script loose
     bench_us = None if bench_ms is None else bench_ms * 1e3
     bench_pct = 100 * (bench_ms / bench_none_ms - 1) if bench_ms and bench_none_ms else None
     bench_vs = "baseline" if not d else ("?" if bench_pct is None else f"{bench_pct:+.1f}%")
-    return (f"| {shape} | {s.group} | {f(us, '.2f')} | {f(d.duration_pct, '+.1f') + '%' if d else 'baseline'} | "  # type: ignore[attr-defined]
-            f"{f(s.dram_pct, '.1f')} | {f(None if mb is None else 100 * mb, '.2f')} | "  # type: ignore[attr-defined]
-            f"{f(d.membar_share_pts, '+.2f') if d else '-'} | {f(bench_us, '.2f')} | {bench_vs} | "  # type: ignore[attr-defined]
+    return (f"| {shape} | {s.group} | {f(us, '.2f')} | {f(d.duration_pct, '+.1f') + '%' if d else 'baseline'} | "  # type: ignore[attr-defined]  # s and d are an ncu Summary and Delta, typed object here
+            f"{f(s.dram_pct, '.1f')} | {f(None if mb is None else 100 * mb, '.2f')} | "  # type: ignore[attr-defined]  # s is an ncu Summary, typed object to keep this script loose
+            f"{f(d.membar_share_pts, '+.2f') if d else '-'} | {f(bench_us, '.2f')} | {bench_vs} | "  # type: ignore[attr-defined]  # d is an ncu Delta, typed object to keep this script loose
             f"{f(us / bench_us if us and bench_us else None, '.3f')} |")
 
 
@@ -287,7 +287,7 @@ def step_agree(step: Step) -> None:
         raise RuntimeError(f"no {'/'.join(AGREE_SETS)}/profile.json under {step.out / 'runs'}")
     (step.out / "agree.json").write_text(json.dumps(found, indent=1, default=str))
     (step.out / "agree.md").write_text(agree_md(found))
-    step.detail["worst"] = {k: max(v["max_relative"].items(), key=lambda kv: kv[1])  # type: ignore[union-attr]
+    step.detail["worst"] = {k: max(v["max_relative"].items(), key=lambda kv: kv[1])  # type: ignore[union-attr]  # the values of found are the dicts built above, typed object
                             for k, v in found.items()}
     print(agree_md(found))
 
@@ -298,18 +298,18 @@ def agree_md(found: dict[str, dict[str, object]]) -> str:
     for key, v in found.items():
         name, how = key.split("/")[0], key.split(" ")[-1]
         cols.setdefault(f"{name} via {how}", []).append(v)
-    metrics = list(dict.fromkeys(m for v in found.values() for m in v["max_relative"]))  # type: ignore[attr-defined]
+    metrics = list(dict.fromkeys(m for v in found.values() for m in v["max_relative"]))  # type: ignore[attr-defined]  # the values of found are the dicts built above, typed object
     head = [f"| metric | {' | '.join(f'{c} (rel / abs)' for c in cols)} |", "|---|" + "---:|" * len(cols)]
     rows = []
     for m in metrics:
         cells = []
         for vs in cols.values():
-            rel = max((v["max_relative"].get(m, 0.0) for v in vs), default=0.0)  # type: ignore[attr-defined]
-            ab = max((v["max_absolute"].get(m, 0.0) for v in vs), default=0.0)  # type: ignore[attr-defined]
+            rel = max((v["max_relative"].get(m, 0.0) for v in vs), default=0.0)  # type: ignore[attr-defined]  # the values of found are the dicts built above, typed object
+            ab = max((v["max_absolute"].get(m, 0.0) for v in vs), default=0.0)  # type: ignore[attr-defined]  # the values of found are the dicts built above, typed object
             cells.append(f"{rel:.1e} / {ab:.1e}")
         rows.append(f"| {m} | {' | '.join(cells)} |")
-    n = {c: sum(int(v["launches"]) for v in vs) for c, vs in cols.items()}  # type: ignore[call-overload]
-    renamed = sorted({f"`{a}` / `{b}`" for v in found.values() for a, b in v["renamed"]})  # type: ignore[attr-defined]
+    n = {c: sum(int(v["launches"]) for v in vs) for c, vs in cols.items()}  # type: ignore[call-overload]  # the values of found are the dicts built above, typed object
+    renamed = sorted({f"`{a}` / `{b}`" for v in found.values() for a, b in v["renamed"]})  # type: ignore[attr-defined]  # the values of found are the dicts built above, typed object
     tail = [f"<!-- launches compared: {', '.join(f'{c} {k}' for c, k in n.items())} -->"]
     tail += [f"<!-- kernel names spelled differently: {'; '.join(renamed)} -->"] if renamed else []
     return "\n".join(head + rows + tail) + "\n"
@@ -382,7 +382,7 @@ if __name__ == "__main__" and sys.argv[1:] == ["--triton-target"]:
     import triton.language as tl
 
     @triton.jit
-    def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):  # type: ignore[no-untyped-def]
+    def axpy_kernel(x_ptr, y_ptr, out_ptr, alpha, n, BLOCK: tl.constexpr):
         offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
         mask = offs < n
         tl.store(out_ptr + offs, alpha * tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)

@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from memory_tables import EXPECTED, raw_verdict  # noqa: E402
+from memory_tables import EXPECTED, raw_verdict
 
 HAZARDS = ("RAW", "WAR", "WAW", "reuse")
 
@@ -206,7 +206,7 @@ def section(title: str, show: Callable[..., None], *args: object) -> bool:
     print(f"== {title}")
     try:
         show(*args)
-    except Exception as exc:  # noqa: BLE001 - whatever a step left, the summary goes on
+    except Exception as exc:  # whatever a step left, the summary goes on
         print(f"  SUMMARY ERROR in {title}: {type(exc).__name__}: {exc}"[:300])
         return False
     return True

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests import fake_tools  # noqa: E402
+from tests import fake_tools
 
 DATA = ROOT / "tests" / "data"
 CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
@@ -289,7 +289,8 @@ def campaign_cases() -> list[Case]:
         return write("c.yaml", CAMPAIGN + extra)
     run = ["campaign", "run", "{d}/c.yaml", "-o", "{d}/s.sqlite", "--no-progress"]
     return [
-        Case("campaign profiles", "nested list of variants", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[[none]]"))),
+        Case("campaign profiles", "nested list of variants", run, (2,),
+             write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[[none]]"))),
         Case("campaign profiles", "variants: []", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[]"))),
         Case("campaign profiles", "duplicate variants", run, (2,), write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[none, none]"))),
         Case("campaign profiles", "shape 'abc'", run, (2,), prof("shapes: [abc]\n")),
@@ -731,7 +732,7 @@ def run_case(case: Case, folder: Path) -> Outcome:
     """Fork; the child builds the input, runs main() and sends back what happened."""
     try:
         env = (case.setup(folder) if case.setup else None) or {}
-    except Exception as exc:  # noqa: BLE001: a corpus bug is reported in the table, not fatal
+    except Exception as exc:  # a corpus bug is reported in the table, not fatal
         return Outcome(None, failure=f"setup failed ({type(exc).__name__}: {exc})")
     argv = [a.replace("{d}", str(folder)) for a in case.argv]
     read, write_end = os.pipe()
@@ -775,7 +776,7 @@ def _call_main(argv: list[str]) -> dict[str, object]:
             code: int | None = main(argv)
         except SystemExit as exc:  # argparse
             code = exc.code if isinstance(exc.code, int) else 2
-        except BaseException as exc:  # noqa: BLE001: what escapes main is what the table is for
+        except BaseException as exc:  # what escapes main is what the table is for
             code, failure = None, f"traceback ({type(exc).__name__}: {str(exc)[:80]})"
     return {"code": code, "stdout": out.getvalue()[-20000:], "stderr": err.getvalue()[-4000:], "failure": failure}
 

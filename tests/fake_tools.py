@@ -27,7 +27,7 @@ EMPTY_XML = '<?xml version="1.0" encoding="utf-8"?>\n<ComputeSanitizerOutput/>\n
 CLEAN_TEXT = "hello from the target\n========= ERROR SUMMARY: 0 errors\n"
 
 
-def fake_probe():  # type: ignore[no-untyped-def]
+def fake_probe():
     """tracer.gpu.probe on a machine the fake tools stand in for: one GPU (captures check for one first)."""
     from tracer.gpu import GpuProbe
 

@@ -70,10 +70,10 @@ def test_the_head_is_all_that_is_read(tmp_path: Path, monkeypatch: pytest.Monkey
     read: list[int] = []
 
     class Counting:
-        def __init__(self, fh) -> None:  # type: ignore[no-untyped-def]
+        def __init__(self, fh) -> None:
             self.fh = fh
 
-        def __enter__(self):  # type: ignore[no-untyped-def]
+        def __enter__(self):
             return self
 
         def __exit__(self, *exc: object) -> None:

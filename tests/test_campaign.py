@@ -90,7 +90,8 @@ def test_batch_is_all_or_nothing(tmp_path: Path) -> None:
     s.con.close()  # killed mid-transaction
     assert Store.open(tmp_path / "s.sqlite").done_trials(1) == set()
     s = Store.open(tmp_path / "s.sqlite")
-    rows = [TrialRow(1, t, False, False, None, "", "cpu0", "w", 0.1) for t in range(5)]
+    rows = [TrialRow(cell_id=1, trial=t, failed=False, crashed=False, first_failure=None, failed_checks="", gpu="cpu0", worker="w",
+                     seconds=0.1) for t in range(5)]
     assert s.add_trials(rows) == 5 and s.add_trials(rows) == 0  # merging again changes nothing
     assert s.done_trials(1) == set(range(5))
 

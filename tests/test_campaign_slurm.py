@@ -20,7 +20,7 @@ def _slurm_reason() -> str | None:
     if res.returncode != 0 or "idle" not in res.stdout and "mix" not in res.stdout:
         return f"Slurm is installed but no node is up (sinfo: {res.stdout.strip() or res.stderr.strip()[:100]})"
     try:
-        import submitit  # noqa: F401
+        import submitit  # noqa: F401  # only whether it imports
     except ImportError:
         return "submitit is not installed (pip install -e '.[slurm]')"
     return None

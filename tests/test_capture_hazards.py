@@ -13,10 +13,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-from tests.test_capture_memory import DeliveringCupti, Recording  # noqa: E402
-from tracer.trace.analyze import analyze  # noqa: E402
-from tracer.trace.load import load_trace  # noqa: E402
-from tracer.trace.memory import MEMORY_TABLES  # noqa: E402
+from tests.test_capture_memory import DeliveringCupti, Recording
+from tracer.trace.analyze import analyze
+from tracer.trace.load import load_trace
+from tracer.trace.memory import MEMORY_TABLES
 
 MAIN, SIDE = 7, 13
 

@@ -15,12 +15,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tracer.capture.callbacks import ApiCallbacks, api_name, argument_words, walk_layouts  # noqa: E402
-from tracer.capture.memory import AllocationIndex, MemoryRecorder, segment_rows  # noqa: E402
-from tracer.capture.nsys_schema import write_sqlite  # noqa: E402
-from tracer.capture.records import AllocationRec, Memory2Rec, Mode, OpKind, TraceRecords  # noqa: E402
-from tracer.capture.torch_mode import PostImport, op_info, start_recording  # noqa: E402
-from tracer.kernel.launch import cast_transpose_accesses  # noqa: E402
+from tracer.capture.callbacks import ApiCallbacks, api_name, argument_words, walk_layouts
+from tracer.capture.memory import AllocationIndex, MemoryRecorder, segment_rows
+from tracer.capture.nsys_schema import write_sqlite
+from tracer.capture.records import AllocationRec, Memory2Rec, Mode, OpKind, TraceRecords
+from tracer.capture.torch_mode import PostImport, op_info, start_recording
+from tracer.kernel.launch import cast_transpose_accesses
 
 
 class Recording:
@@ -227,7 +227,7 @@ class FakeCupti:
     def __init__(self) -> None:
         self.enabled: list[tuple[int, int]] = []
 
-    def subscribe(self, callback, userdata):  # noqa: ANN001, ANN201
+    def subscribe(self, callback, userdata):
         return 77
 
     def enable_callback(self, enable: int, sub: int, domain: int, cbid: int) -> None:
@@ -330,7 +330,7 @@ def test_successful_queries_say_which_record_the_host_saw_complete() -> None:
 
     def call(domain: int, cbid: int, params: object, site: int, corr: int, rv: int = 0) -> None:
         ret.value = rv
-        data = CallbackData(site, 0, ctypes.addressof(params), ctypes.addressof(ret))  # type: ignore[arg-type]
+        data = CallbackData(site, 0, ctypes.addressof(params), ctypes.addressof(ret))  # type: ignore[arg-type]  # params is a ctypes array, typed object in the helper
         calls.callback(None, domain, cbid, SimpleNamespace(callback_site=site, ptr=ctypes.addressof(data),
                                                            correlation_id=corr, symbol_name="", context=0))
 
@@ -431,7 +431,7 @@ def test_post_import_hook_runs_once_the_module_is_complete(tmp_path: Path, monke
 
     hook = PostImport("late_pkg", lambda m: seen.append(m.READY))
     sys.meta_path.insert(0, hook)
-    import late_pkg  # noqa: F401
+    import late_pkg
 
     assert seen == [True] and hook not in sys.meta_path and late_pkg.__spec__.loader.__class__.__name__ != "_ThenLoader"
 
@@ -460,7 +460,7 @@ class ActivityCupti(FakeCupti):
     def set_thread_id_type(self, kind: int) -> None:
         pass
 
-    def activity_register_callbacks(self, requested, completed) -> None:  # noqa: ANN001
+    def activity_register_callbacks(self, requested, completed) -> None:
         pass
 
     def activity_enable(self, kind: int) -> None:
@@ -537,7 +537,7 @@ class DeliveringCupti(ActivityCupti):
         self.flushes: list[int] = []
         self.pushed: list[int] = []
 
-    def activity_register_callbacks(self, requested, completed) -> None:  # noqa: ANN001
+    def activity_register_callbacks(self, requested, completed) -> None:
         self.completed = completed
 
     def activity_flush_all(self, flag: int) -> None:

@@ -56,22 +56,22 @@ FAKE = CaptureOptions(backend="fake", lazy=False)  # the fake backend, started w
 
 
 def run_fake(tmp_path: Path, script: str, *args: str, memory: bool = False, timeout: float = 120,
-             **options: object):  # type: ignore[no-untyped-def]
+             **options: object):
     prog = tmp_path / "prog.py"
     prog.write_text(script)
     run = tmp_path / "run"
     (run / "logs").mkdir(parents=True)
-    opts = replace(FAKE, memory=memory, devices=("cpu",), **options)  # type: ignore[arg-type]
+    opts = replace(FAKE, memory=memory, devices=("cpu",), **options)  # type: ignore[arg-type]  # options are the test's keyword overrides of CaptureOptions
     res = capture_run([sys.executable, str(prog), *args], run, run / "logs", timeout, options=opts, describe=True)
     return res, run
 
 
 @pytest.fixture(scope="module")
-def family(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def family(tmp_path_factory: pytest.TempPathFactory):
     return run_fake(tmp_path_factory.mktemp("family"), FAMILY)
 
 
-def test_every_process_of_nested_spawn_and_fork_children_writes_its_own_files(family) -> None:  # type: ignore[no-untyped-def]
+def test_every_process_of_nested_spawn_and_fork_children_writes_its_own_files(family) -> None:
     res, run = family
     assert res.proc.returncode == 0, (run / "logs" / "stderr.log").read_text()
     out = (run / "logs" / "stdout.log").read_text()
@@ -90,7 +90,7 @@ def test_every_process_of_nested_spawn_and_fork_children_writes_its_own_files(fa
     assert all(m["backend"] == "fake" for m in markers.values())
 
 
-def test_a_killed_child_is_settled_as_died_with_what_it_flushed(family) -> None:  # type: ignore[no-untyped-def]
+def test_a_killed_child_is_settled_as_died_with_what_it_flushed(family) -> None:
     res, run = family
     killed = int(next(line for line in (run / "logs" / "stdout.log").read_text().splitlines() if line.startswith("killed")).split()[1])
     m = next(m for m in read_markers(run / "procs") if m["pid"] == killed)
@@ -105,7 +105,7 @@ def test_a_killed_child_is_settled_as_died_with_what_it_flushed(family) -> None:
     assert not list((run / "procs").glob("*.partial.sqlite*"))
 
 
-def test_non_python_children_are_listed_as_untraced(family) -> None:  # type: ignore[no-untyped-def]
+def test_non_python_children_are_listed_as_untraced(family) -> None:
     res, _ = family
     fields = res.command_fields()
     assert any(u["comm"] == "sleep" and u["cmdline"] == ["sleep", "1"] for u in fields["untraced"])
@@ -140,7 +140,7 @@ def test_the_environment_costs_no_torch_import_and_takes_the_gpu_from_the_marker
     assert env["gpu"] == h200 and env["gpus"] == [h200, {**h200, "ordinal": 1}] and env["python"] == "3.12"
 
 
-def test_processes_without_kernels_never_stand_for_the_run(family) -> None:  # type: ignore[no-untyped-def]
+def test_processes_without_kernels_never_stand_for_the_run(family) -> None:
     res, run = family
     assert res.trace is None and not res.job and not (run / "trace.sqlite").exists()  # no empty analysis
     root = next(m for m in res.processes if m["ppid"] == os.getpid())
@@ -631,31 +631,31 @@ class FakeLibcuda:
     """The driver calls devices() makes, answering through the ctypes references it is given:
     two GPUs, a context on the second only."""
 
-    def cuDeviceGetCount(self, count) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetCount(self, count) -> int:
         count._obj.value = 2
         return 0
 
-    def cuDeviceGet(self, dev, ordinal: int) -> int:  # noqa: ANN001, N802
+    def cuDeviceGet(self, dev, ordinal: int) -> int:
         dev._obj.value = ordinal
         return 0
 
-    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:  # noqa: ANN001, N802
+    def cuDevicePrimaryCtxGetState(self, dev, flags, active) -> int:
         active._obj.value = int(dev.value == 1)
         return 0
 
-    def cuDeviceGetName(self, name, size: int, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetName(self, name, size: int, dev) -> int:
         name.value = b"NVIDIA H200"
         return 0
 
-    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceGetAttribute(self, cell, attribute: int, dev) -> int:
         cell._obj.value = {75: 9, 76: 0, 16: 132}[attribute]
         return 0
 
-    def cuDeviceTotalMem_v2(self, memory, dev) -> int:  # noqa: ANN001, N802
+    def cuDeviceTotalMem_v2(self, memory, dev) -> int:
         memory._obj.value = 150_110_961_664
         return 0
 
-    def cuDriverGetVersion(self, version) -> int:  # noqa: ANN001, N802
+    def cuDriverGetVersion(self, version) -> int:
         version._obj.value = 13000
         return 0
 

@@ -106,7 +106,7 @@ def test_a_failed_close_keeps_the_flushed_batches_for_salvage(tmp_path: Path) ->
     writer = TraceWriter(tmp_path / "t.sqlite", 42, "fake")
     writer.append(batches()[0])
     broken = TraceRecords(pid=42)
-    broken.kernels.append(KernelRec(500, 600, 0, 1, 7, 20, None, 1, 1, 1, 32, 1, 1, 16, 0, 0, 0, 0))  # type: ignore[arg-type]
+    broken.kernels.append(KernelRec(500, 600, 0, 1, 7, 20, None, 1, 1, 1, 32, 1, 1, 16, 0, 0, 0, 0))  # type: ignore[arg-type]  # deliberately a wrong row (None where a number belongs)
     try:
         writer.close(broken)
     except Exception:  # the name cannot be demangled: the close fails

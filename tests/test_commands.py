@@ -27,11 +27,12 @@ def _fake_capture(monkeypatch: pytest.MonkeyPatch, exit_code: int) -> None:
     """The capture step replaced by a real H200 capture copied into place, with the target's exit code."""
     import tracer.app.trace_run as record
 
-    def capture(req, run_dir: Path, logs: Path):  # type: ignore[no-untyped-def]
+    def capture(req, run_dir: Path, logs: Path):
         shutil.copyfile(TRACE, run_dir / "trace.sqlite")
         for name in ("stdout.log", "stderr.log"):
             (logs / name).write_text("")
-        return ProcResult(("fake",), exit_code, False, 0.1, logs / "stdout.log", logs / "stderr.log"), None
+        return ProcResult(argv=("fake",), returncode=exit_code, timed_out=False, seconds=0.1, stdout_path=logs / "stdout.log",
+                          stderr_path=logs / "stderr.log"), None
 
     monkeypatch.setattr(record, "_capture", capture)
     monkeypatch.setattr(gpu, "probe", fake_tools.fake_probe)
@@ -127,7 +128,7 @@ def test_campaign_commands_refuse_a_trace_and_leave_it_untouched(tmp_path: Path,
 def test_tracer_s_own_crash_is_exit_70_with_a_log(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import tracer.commands.kernels as kernels
 
-    def boom(args):  # type: ignore[no-untyped-def]
+    def boom(args):
         raise ZeroDivisionError("a bug")
 
     monkeypatch.setattr(kernels, "cmd_list", boom)

@@ -20,8 +20,10 @@ LABEL = re.compile(r"^\$L__\w+:")
 
 @pytest.mark.parametrize("arch", ARCHS)
 def test_every_variant_and_config_compiles(arch: str) -> None:
-    keys = [KernelKey(v, c, InDtype.BF16, OutFormat.E4M3, arch) for v in Variant for c in all_configs(InDtype.BF16)]
-    keys += [KernelKey(Variant.NONE, c, d, f, arch) for d in (InDtype.FP16, InDtype.FP32) for f in OutFormat for c in all_configs(d)]
+    keys = [KernelKey(variant=v, config=c, in_dtype=InDtype.BF16, out_format=OutFormat.E4M3,
+                      arch=arch) for v in Variant for c in all_configs(InDtype.BF16)]
+    keys += [KernelKey(variant=Variant.NONE, config=c, in_dtype=d, out_format=f, arch=arch)
+             for d in (InDtype.FP16, InDtype.FP32) for f in OutFormat for c in all_configs(d)]
     with ThreadPoolExecutor(max_workers=4) as pool:
         ptxs = list(pool.map(nvrtc_compile.ptx, keys))
     assert len(ptxs) == 12 * 20 + 2 * (20 + 15)
@@ -50,7 +52,7 @@ def _kinds(events: list[tuple[str, str]]) -> list[str]:
 @pytest.mark.parametrize("arch", ARCHS)
 @pytest.mark.parametrize("variant", FENCE_VARIANTS)
 def test_fence_placement_in_ptx(variant: Variant, arch: str) -> None:
-    ev = _events(KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, arch))
+    ev = _events(KernelKey(variant=variant, config=Config(16, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch=arch))
     fences = [t for k, t in ev if k == "fence"]
     atoms = [t for k, t in ev if k == "atom"]
     assert len(atoms) == 1, atoms
@@ -77,7 +79,7 @@ def test_fence_placement_in_ptx(variant: Variant, arch: str) -> None:
 @pytest.mark.parametrize("arch", ARCHS)
 def test_after_atomic_is_in_the_atomic_block_and_before_return_is_not(arch: str) -> None:
     def labels_between(variant: Variant) -> int:
-        ev = _events(KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, arch))
+        ev = _events(KernelKey(variant=variant, config=Config(16, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch=arch))
         i = next(n for n, (k, _) in enumerate(ev) if k == "atom")
         j = next(n for n, (k, _) in enumerate(ev) if k == "fence")
         return sum(1 for k, _ in ev[i:j] if k == "label")
@@ -92,9 +94,9 @@ def test_after_atomic_is_in_the_atomic_block_and_before_return_is_not(arch: str)
     (Variant.PLANTED_OOB, "1099511627776"),
 ])
 def test_planted_kernels_carry_their_defect(variant: Variant, needle: str | None) -> None:
-    key = KernelKey(variant, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+    key = KernelKey(variant=variant, config=Config(16, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch="sm_90")
     text = nvrtc_compile.ptx(key)
-    clean = nvrtc_compile.ptx(KernelKey(Variant.NONE, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90"))
+    clean = nvrtc_compile.ptx(KernelKey(variant=Variant.NONE, config=Config(16, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch="sm_90"))
     if needle is None:  # one barrier fewer than the clean kernel
         assert text.count("bar.sync") == clean.count("bar.sync") - 1
     else:
@@ -105,7 +107,7 @@ def test_compile_error_carries_the_log(monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer.errors import CompileError
 
     monkeypatch.setattr(nvrtc_compile, "kernel_source", lambda: "extern \"C\" __global__ void k() { nope; }")
-    key = KernelKey(Variant.NONE, Config(4, 4), InDtype.FP32, OutFormat.E4M3, "sm_90")
+    key = KernelKey(variant=Variant.NONE, config=Config(4, 4), in_dtype=InDtype.FP32, out_format=OutFormat.E4M3, arch="sm_90")
     nvrtc_compile.ptx.cache_clear()
     with pytest.raises(CompileError, match="identifier \"nope\" is undefined"):
         nvrtc_compile.ptx(key)
@@ -120,7 +122,7 @@ def test_ab_edits_apply_to_the_kernel_and_compile(path: Path) -> None:
     doc = yaml.safe_load(path.read_text())
     edited = nvrtc_compile.apply_edits(nvrtc_compile.kernel_source(), doc["edits"], str(path))
     assert edited != nvrtc_compile.kernel_source() and doc["what"]
-    key = KernelKey(Variant.DEVICE_BEFORE_ATOMIC, Config(8, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+    key = KernelKey(variant=Variant.DEVICE_BEFORE_ATOMIC, config=Config(8, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch="sm_90")
     assert len(nvrtc_compile.source_cubin(edited, key, path.name)) > 1000
 
 
@@ -152,7 +154,7 @@ def test_blocks_per_sm_matches_the_widest_preferred_patch(dtype: InDtype) -> Non
 
     elems, rows = PREFERRED_PATCHES[0]
     cfg = Config(elems * dtype.nbytes, rows)
-    key = KernelKey(Variant.NONE, cfg, dtype, OutFormat.E4M3, "sm_90")
+    key = KernelKey(variant=Variant.NONE, config=cfg, in_dtype=dtype, out_format=OutFormat.E4M3, arch="sm_90")
     regs = disasm.summarize(disasm.sass(key), disasm.resource_usage(key)).registers
     assert 65536 // (-(-regs // 8) * 8 * THREADS) == BLOCKS_PER_SM, (cfg, regs)
 
@@ -162,7 +164,7 @@ def test_sass_instruction_count_leaves_out_nop_padding() -> None:
     instructions must count more instructions than `none`, not the same padded total."""
     from tracer.kernel import disasm
 
-    keys = [KernelKey(v, Config(16, 16), InDtype.BF16, OutFormat.E4M3, "sm_90")
+    keys = [KernelKey(variant=v, config=Config(16, 16), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch="sm_90")
             for v in (Variant.NONE, Variant.DEVICE_BEFORE_ATOMIC)]
     texts = [disasm.sass(k) for k in keys]
     lines = [[line for line in t.splitlines() if re.search(r"/\*[0-9a-f]{4,}\*/\s+\S", line)] for t in texts]

@@ -32,7 +32,7 @@ def test_corrupted_dgrad_is_found_at_its_step_layer_and_microbatch(monkeypatch: 
     calls = {"n": 0}
     real = Engine.gemm
 
-    def corrupting(a, a_rowwise, b, b_rowwise):  # type: ignore[no-untyped-def]
+    def corrupting(a, a_rowwise, b, b_rowwise):
         out = real(a, a_rowwise, b, b_rowwise)
         calls["n"] += 1
         # per microbatch: 3 fprop, then (dgrad, wgrad) per layer from the last; 2 microbatches a step

@@ -67,7 +67,7 @@ def test_status_and_report_open_the_store_read_only(tmp_path: Path, capsys: pyte
     calls: list[str] = []
     real = sqlite3.connect
 
-    def spy(database, *a, **kw):  # type: ignore[no-untyped-def]
+    def spy(database, *a, **kw):
         calls.append(str(database))
         return real(database, *a, **kw)
 
@@ -95,7 +95,7 @@ def test_a_second_run_on_a_store_in_flight_is_refused(tmp_path: Path, capsys: py
     err = capsys.readouterr().err
     assert code == 2 and "is in flight: another `campaign run` holds it (pid" in err and err.count("\n") == 1
     assert first.con.execute("SELECT count(*) FROM trials").fetchone()[0] == 0  # the second ran nothing
-    first.lock.release()  # type: ignore[union-attr]
+    first.lock.release()  # type: ignore[union-attr]  # the first store holds the lock at this point
     assert main(["campaign", "run", str(profile), "-o", str(tmp_path / "s.sqlite"), "--no-progress"]) == 0
     assert first.con.execute("SELECT count(*) FROM trials").fetchone()[0] == 8
 

@@ -68,7 +68,7 @@ def test_a_grandchild_left_behind_by_an_exited_child_is_killed(tmp_path: Path) -
 @pytest.mark.parametrize("bad", [math.nan, math.inf, -1.0, 0.0, "soon"])
 def test_bad_timeouts_are_refused(tmp_path: Path, bad: object) -> None:
     with pytest.raises(UsageError, match=r"--timeout .* must be a number of seconds above 0"):
-        proc.run(["true"], timeout=bad, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e")  # type: ignore[arg-type]
+        proc.run(["true"], timeout=bad, stdout_path=tmp_path / "o", stderr_path=tmp_path / "e")  # type: ignore[arg-type]  # deliberately a bad value: the point of the test
 
 
 def test_timed_out_result_raises_timedout(tmp_path: Path) -> None:

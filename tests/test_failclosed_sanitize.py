@@ -124,7 +124,7 @@ def test_unprinted_racecheck_hazards_are_counted() -> None:
 # -- tracer sanitize with a fake compute-sanitizer -------------------------------------------------
 
 @pytest.fixture
-def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+def fake_sanitizer(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     from tracer import gpu
 
     bin_dir, cfg = fake_tools.install(tmp_path)
@@ -142,7 +142,7 @@ def _sanitize(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -
     return code, runs[0] if runs else None, io.err
 
 
-def test_fake_control_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+def test_fake_control_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:
     fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, exit=0)
     code, run, err = _sanitize(tmp_path, capsys)
     assert code == 0 and run["verdict"] == "clean", err
@@ -155,7 +155,7 @@ def test_fake_control_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str], 
     ("exit 86 with no record", {"xml": EMPTY_XML, "text": CLEAN_TEXT, "exit": 86}),
     ("no text output", {"xml": EMPTY_XML, "text": "", "exit": 0}),
 ])
-def test_fake_tool_outputs_never_give_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer,  # type: ignore[no-untyped-def]
+def test_fake_tool_outputs_never_give_clean(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer,
                                             case: str, kw: dict) -> None:
     fake_sanitizer(**kw)
     code, run, err = _sanitize(tmp_path, capsys)
@@ -163,13 +163,13 @@ def test_fake_tool_outputs_never_give_clean(tmp_path: Path, capsys: pytest.Captu
     assert run["verdict"] == "incomplete" and run["incomplete"], (case, run)
 
 
-def test_fake_counted_errors_without_records_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+def test_fake_counted_errors_without_records_are_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:
     fake_sanitizer(xml=EMPTY_XML, text="========= ERROR SUMMARY: 2 errors\n", exit=86)
     code, run, _ = _sanitize(tmp_path, capsys)
     assert code == 1 and run["verdict"] == "errors" and run["errors_found"]
 
 
-def test_fake_tool_that_hangs_is_a_timeout_exit_8(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer,  # type: ignore[no-untyped-def]
+def test_fake_tool_that_hangs_is_a_timeout_exit_8(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer,
                                                   monkeypatch: pytest.MonkeyPatch) -> None:
     from tracer import proc
 
@@ -199,13 +199,13 @@ def test_new_verdicts_draw_and_report(tmp_path: Path, capsys: pytest.CaptureFixt
     assert suite.get("errors") == "2" and suite.get("failures") == "0"
 
 
-def test_fake_tool_killed_by_a_signal_is_tool_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+def test_fake_tool_killed_by_a_signal_is_tool_failed(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:
     fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, signal=9)
     code, run, _ = _sanitize(tmp_path, capsys)
     assert code == 1 and run["verdict"] == "tool-failed" and run["incomplete"] and run["sanitizer_exit"] == -9
 
 
-def test_runs_of_variants_keep_their_own_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:  # type: ignore[no-untyped-def]
+def test_runs_of_variants_keep_their_own_logs(tmp_path: Path, capsys: pytest.CaptureFixture[str], fake_sanitizer) -> None:
     """Two variants in parallel: each run's text output has its own file (one shared name let the
     runs overwrite each other's logs: every verdict came out incomplete on the H200)."""
     fake_sanitizer(xml=EMPTY_XML, text=CLEAN_TEXT, exit=0)

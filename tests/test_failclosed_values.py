@@ -53,7 +53,8 @@ def test_campaign_report_with_an_unknown_baseline(tmp_path: Path, capsys: pytest
                                    "trials_per_cell": 2}))
     store = Store.open(tmp_path / "s.sqlite", create=True)
     store.init(load_campaign(str(profile)), {})
-    store.add_trials([TrialRow(c, t, t == 0, False, None, "", "cpu0", "w", 0.1) for c in (1, 2) for t in range(2)])
+    store.add_trials([TrialRow(cell_id=c, trial=t, failed=t == 0, crashed=False, first_failure=None, failed_checks="", gpu="cpu0", worker="w",
+                               seconds=0.1) for c in (1, 2) for t in range(2)])
     store.con.close()
     assert main(["campaign", "report", str(tmp_path / "s.sqlite"), "--baseline", "nosuch"]) == 2
     assert "unknown baseline 'nosuch' (allowed: none, device_before_atomic)" in capsys.readouterr().err

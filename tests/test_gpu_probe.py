@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 
-def _probe():  # type: ignore[no-untyped-def]
+def _probe():
     from tracer.kernel.spec import unsupported_arch_reason
 
     return unsupported_arch_reason

@@ -24,9 +24,9 @@ KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
 def reference(path: Path) -> dict[str, object]:
     """An independent reading with json.load: what the trace holds, in plain Python."""
     events = [e for e in json.load(gzip.open(path, "rt"))["traceEvents"] if e.get("ph") == "X"]
-    ns = lambda us: int(round(float(us) * 1000))  # noqa: E731
+    ns = lambda us: int(round(float(us) * 1000))
     names: list[str] = []
-    intern = lambda s: names.index(s) if s in names else names.append(s) or len(names) - 1  # noqa: E731
+    intern = lambda s: names.index(s) if s in names else names.append(s) or len(names) - 1
     kernels, apis, ranges, syncs = [], [], [], []
     for e in events:
         a, start, end = e.get("args", {}), ns(e["ts"]), ns(e["ts"] + e["dur"])
@@ -45,7 +45,7 @@ def reference(path: Path) -> dict[str, object]:
 
 def observed(t: Trace) -> dict[str, object]:
     k, a, r = t.kernels, t.apis, t.ranges
-    rows = lambda *cols: [tuple(int(x) for x in row) for row in zip(*cols)]  # noqa: E731
+    rows = lambda *cols: [tuple(int(x) for x in row) for row in zip(*cols)]
     kinds = {"wait": "Stream Wait Event", "stream": "Stream Sync", "event": "Event Sync", "context": "Context Sync"}
     return {"strings": t.strings, "kernels": rows(k.start, k.end, k.device, k.stream, k.corr, k.name),
             "apis": rows(a.start, a.end, a.tid, a.corr, a.name), "ranges": rows(r.start, r.end, r.tid, r.text),

@@ -24,7 +24,7 @@ LOGS = sorted(SAN.glob("*/*.log"))
 ROOT = "ComputeSanitizerOutput"
 ATTACKS = {
     "billion laughs": f'<!DOCTYPE {ROOT} [<!ENTITY a0 "lol">'
-                      + "".join(f'<!ENTITY a{i} "{("&a%d;" % (i - 1)) * 10}">' for i in range(1, 10))
+                      + "".join(f'<!ENTITY a{i} "{f"&a{i - 1};" * 10}">' for i in range(1, 10))
                       + f']><{ROOT}><record><kind>&a9;</kind></record></{ROOT}>',
     "quadratic blowup": f'<!DOCTYPE {ROOT} [<!ENTITY a "{"x" * 50000}">]><{ROOT}><record><kind>{"&a;" * 2000}</kind></record></{ROOT}>',
     "external entity": f'<!DOCTYPE {ROOT} [<!ENTITY e SYSTEM "file:///etc/passwd">]><{ROOT}><record><kind>&e;</kind></record></{ROOT}>',

@@ -15,7 +15,7 @@ from tracer import resources
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
-from build_wheel import build_wheel  # noqa: E402
+from build_wheel import build_wheel
 
 
 @pytest.fixture(scope="module")

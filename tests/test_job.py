@@ -280,7 +280,7 @@ def test_a_dead_rank_leaves_no_straggler_to_tell(tmp_path: Path, capsys: pytest.
     (lambda m: m.update(clock_start=[1, 2, 3]), "clock_start must be [cupti_ns, unix_ns]"),
     (lambda m: m.clear(), None),
 ])
-def test_a_bad_marker_is_a_one_line_format_error(tmp_path: Path, edit, message: str | None,  # type: ignore[no-untyped-def]
+def test_a_bad_marker_is_a_one_line_format_error(tmp_path: Path, edit, message: str | None,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
     run = write_job(PLAN, tmp_path / "run")
     path = run / "procs" / "node-2000-r0.json"

@@ -93,7 +93,7 @@ def test_configs_and_tiles() -> None:
 
 
 def test_kernel_key_macros_name_exactly_one_variant() -> None:
-    key = KernelKey(Variant.DEVICE_BEFORE_ATOMIC, Config(16, 8), InDtype.FP16, OutFormat.E5M2, "sm_90")
+    key = KernelKey(variant=Variant.DEVICE_BEFORE_ATOMIC, config=Config(16, 8), in_dtype=InDtype.FP16, out_format=OutFormat.E5M2, arch="sm_90")
     macros = dict(key.macros())
     assert macros["VARIANT_DEVICE_BEFORE_ATOMIC"] == "1"
     assert [k for k in macros if k.startswith("VARIANT_")] == ["VARIANT_DEVICE_BEFORE_ATOMIC"]

@@ -17,14 +17,14 @@ DEFAULT = ["--section", "SpeedOfLight", "--section", "MemoryWorkloadAnalysis", "
 
 
 def test_argv_is_built_exactly() -> None:
-    opts = NcuOptions(Path("/r/none"), kernel=kernel_regex("^(cast_transpose)$"), launch_skip=2, launch_count=4,
+    opts = NcuOptions(report_stem=Path("/r/none"), kernel=kernel_regex("^(cast_transpose)$"), launch_skip=2, launch_count=4,
                       nvtx_include=(nvtx_range_include("step0/layer0/mb0/cast_transpose"),))
     assert build_argv("ncu", opts, ["python", "-m", "tracer", "run", "x"]) == [
         "ncu", "--target-processes", "all", "--clock-control", "none", "--cache-control", "all", "--nvtx", *DEFAULT,
         "--metrics", "sm__inst_issued.avg.per_cycle_active", "--kernel-name", "regex:^(cast_transpose)$",
         "--nvtx-include", "tracer@step0\\/layer0\\/mb0\\/cast_transpose/", "--launch-skip", "2", "--launch-count", "4",
         "--force-overwrite", "--export", "/r/none", "python", "-m", "tracer", "run", "x"]
-    bare = NcuOptions(Path("o"), sections=(), metrics=(), clock_control=ClockControl.BASE, cache_control=CacheControl.NONE)
+    bare = NcuOptions(report_stem=Path("o"), sections=(), metrics=(), clock_control=ClockControl.BASE, cache_control=CacheControl.NONE)
     assert build_argv("/bin/ncu", bare, ["./a.out"]) == [
         "/bin/ncu", "--target-processes", "all", "--clock-control", "base", "--cache-control", "none", "--nvtx",
         "--force-overwrite", "--export", "o", "./a.out"]
@@ -56,7 +56,7 @@ def test_ncu_messages_name_their_cause(text: str, cause: Failure | None) -> None
 
 
 def test_failures_become_one_line_errors(tmp_path: Path) -> None:
-    opts = NcuOptions(tmp_path / "r", kernel="regex:nope", nvtx_include=("tracer@x/",))
+    opts = NcuOptions(report_stem=tmp_path / "r", kernel="regex:nope", nvtx_include=("tracer@x/",))
     report = tmp_path / "r.ncu-rep"
     with pytest.raises(ToolMissingError, match=r"ERR_NVGPUCTRPERM\); run as root"):
         check_outcome("==ERROR== ERR_NVGPUCTRPERM - ...", 1, report, opts, lambda: [])

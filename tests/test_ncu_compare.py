@@ -14,8 +14,9 @@ from tracer.ncu.store import ProfiledTarget, ProfileRun
 
 def launch(i: int, dur: float | None, membar: float, wait: float = 2.0, dram: float | None = 50.0,
            nvtx: tuple[str, ...] = (), name: str = "cast_transpose") -> Launch:
-    return Launch(i, name, nvtx, (256, 1, 1), (256, 1, 1), dur, dram, 60.0, 40.0, 0.5, 10.0,
-                  (("long_scoreboard", 6.0), ("membar", membar), ("wait", wait)))
+    return Launch(id=i, name=name, nvtx=nvtx, grid=(256, 1, 1), block=(256, 1, 1), duration_ns=dur, dram_pct=dram, l2_pct=60.0, occupancy_pct=40.0,
+                  ipc=0.5, cycles_per_issue=10.0,
+                  stalls=(("long_scoreboard", 6.0), ("membar", membar), ("wait", wait)))
 
 
 def test_medians_deltas_and_the_stall_that_grew_most() -> None:
@@ -53,7 +54,7 @@ def test_unknown_values_stay_unknown() -> None:
 def run_of(*targets: tuple[str, list[Launch]], clock: str | None = "none") -> ProfileRun:
     from tracer.ncu.records import NcuReport, Source
 
-    return ProfileRun("r", clock, tuple(ProfiledTarget(label, label, NcuReport("p", Source.CSV, tuple(xs)))
+    return ProfileRun("r", clock, tuple(ProfiledTarget(label=label, variant=label, report=NcuReport(path="p", source=Source.CSV, launches=tuple(xs)))
                                         for label, xs in targets))
 
 

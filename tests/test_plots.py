@@ -22,11 +22,11 @@ PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
 
 
 @pytest.fixture(scope="module")
-def planted():  # type: ignore[no-untyped-def]
+def planted():
     return analyze(load_trace(DEMO / "linear_backward_planted.sqlite"), PAIRS)
 
 
-def test_timeline_data_lanes_bars_and_arrows(planted) -> None:  # type: ignore[no-untyped-def]
+def test_timeline_data_lanes_bars_and_arrows(planted) -> None:
     d = timeline_data(planted, window=(0, float("inf")))
     assert [(l.device, l.stream) for l in d.lanes] == [(0, 7), (0, 13)]
     # lanes draw every GPU operation: the main stream's 2,536 kernels and 218 copies and memsets
@@ -43,7 +43,7 @@ def test_timeline_data_lanes_bars_and_arrows(planted) -> None:  # type: ignore[n
     assert d.range_lanes and len(d.range_lanes[0].names) == 134
 
 
-def test_range_and_window_filters(planted) -> None:  # type: ignore[no-untyped-def]
+def test_range_and_window_filters(planted) -> None:
     step1 = timeline_data(planted, range_regex="^step1/")
     assert 0 < step1.lanes[0].kernels < 2536 and step1.lanes[1].kernels == 2
     assert all(n.startswith("step1/") for n in step1.range_lanes[0].names)
@@ -53,7 +53,7 @@ def test_range_and_window_filters(planted) -> None:  # type: ignore[no-untyped-d
     assert win.window_us[1] <= lo + (hi - lo) / 4
 
 
-def test_figure_artists(planted) -> None:  # type: ignore[no-untyped-def]
+def test_figure_artists(planted) -> None:
     fig = draw_timeline(timeline_data(planted, range_regex="^step1/"))
     ax = fig.axes[0]
     assert [t.get_text() for t in ax.get_yticklabels()][-2:] == ["GPU0 stream 7 (1,336 operations)", "GPU0 stream 13 (2 kernels)"]
@@ -78,7 +78,7 @@ def test_big_nvtx_lanes_are_aggregated_with_outliers_kept() -> None:
 
 
 @pytest.mark.parametrize("suffix", [".png", ".svg"])
-def test_files_written_nonblank_at_the_requested_size(tmp_path: Path, planted, suffix: str) -> None:  # type: ignore[no-untyped-def]
+def test_files_written_nonblank_at_the_requested_size(tmp_path: Path, planted, suffix: str) -> None:
     out = save(draw_timeline(timeline_data(planted), size=(12, 5)), tmp_path / f"t{suffix}")
     assert out.stat().st_size > 10_000
     if suffix == ".png":
@@ -127,7 +127,7 @@ def test_report_escapes_names_from_traces(tmp_path: Path) -> None:
     assert html.count("data:image/png;base64,") >= 3
 
 
-def test_perfetto_export(tmp_path: Path, planted) -> None:  # type: ignore[no-untyped-def]
+def test_perfetto_export(tmp_path: Path, planted) -> None:
     out = tmp_path / "t.json"
     assert main(["trace", "export", "--perfetto", str(DEMO / "linear_backward_planted.sqlite"), "-o", str(out)]) == 0
     data = json.loads(out.read_text())

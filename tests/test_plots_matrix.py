@@ -44,7 +44,7 @@ def test_every_intended_catch_is_caught_even_when_the_target_failed_after(runs: 
 
 
 def test_a_missed_defect_is_red_and_unexpected_errors_stay_errors(runs: list[ToolRun]) -> None:
-    five = Finding("racecheck", "RAW hazard", "k", "", 5, 5, "error", "")
+    five = Finding(tool="racecheck", kind="RAW hazard", kernel="k", source="", count=5, hazards=5, level="error", message="")
     changed = {("planted_barrier", "synccheck"): {"errors_found": False, "findings": ()},  # the target failed, synccheck saw nothing
                ("cast_transpose_dgrad", "racecheck"): {"verdict": SanVerdict.ERRORS, "errors_found": True, "findings": (five,)}}
     runs = [dataclasses.replace(r, **changed.get((r.workload, r.tool.value), {})) for r in runs]
@@ -87,6 +87,6 @@ def test_ablation_rate_axis_stays_within_zero_one() -> None:
     assert len(labels) == len(cells)
     right = ax.get_window_extent().x1
     assert all(t.get_window_extent().x0 >= right for t in labels)  # a column right of the axes, never over data
-    zeros = [CellStats("a", 100, 0, 0.0, 0.0, 0.0295, True)]
+    zeros = [CellStats(label="a", trials=100, failures=0, rate=0.0, lower=0.0, upper=0.0295, one_sided=True)]
     assert rate_limit(zeros) == 0.05
-    assert rate_limit([CellStats("b", 10, 3, 0.3, 0.07, 0.65, False)]) == pytest.approx(0.715)
+    assert rate_limit([CellStats(label="b", trials=10, failures=3, rate=0.3, lower=0.07, upper=0.65, one_sided=False)]) == pytest.approx(0.715)

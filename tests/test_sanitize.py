@@ -73,10 +73,10 @@ def test_racecheck_analysis_hazard_totals() -> None:
 
 
 def _res(rc: int | None, timed_out: bool = False) -> ProcResult:
-    return ProcResult(("cs",), rc, timed_out, 1.0, Path("x"), Path("x"))
+    return ProcResult(argv=("cs",), returncode=rc, timed_out=timed_out, seconds=1.0, stdout_path=Path("x"), stderr_path=Path("x"))
 
 
-def _run(stem: Path, tool: Tool, rc: int | None, timed_out: bool = False, label: str = "off"):  # type: ignore[no-untyped-def]
+def _run(stem: Path, tool: Tool, rc: int | None, timed_out: bool = False, label: str = "off"):
     xml = parse_xml(stem.with_suffix(".xml"), tool.value) if stem.with_suffix(".xml").is_file() else None
     return verdict(tool, stem.name, _res(rc, timed_out), xml, parse_text(stem.with_suffix(".log"), tool.value), RULES, label, {})
 
@@ -149,7 +149,7 @@ def test_xml_entity_attacks_are_refused(tmp_path: Path) -> None:
     from defusedxml import DefusedXmlException
 
     bomb = tmp_path / "bomb.xml"
-    bomb.write_text('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><ComputeSanitizerOutput>&b;</ComputeSanitizerOutput>')
+    bomb.write_text('<?xml version="1.0"?><!DOCTYPE x [<!ENTITY a "aaaa"><!ENTITY b "&a;&a;&a;">]><ComputeSanitizerOutput>&b;</ComputeSanitizerOutput>')  # noqa: E501  # one XML document as written
     with pytest.raises((DefusedXmlException, TraceFormatError)):
         parse_xml(bomb, "memcheck")
 
@@ -177,8 +177,10 @@ def test_100k_records_in_bounded_memory(tmp_path: Path) -> None:
 def test_suppression_rules(tmp_path: Path) -> None:
     from tracer.sanitize.model import Finding
 
-    nvjet = Finding("racecheck", "RAW hazard", "nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA_algo2_TNT", "", 2, 40000, "error", "m")
-    ours = Finding("racecheck", "RAW hazard", "cast_transpose", "cast_transpose.cu:127", 3, 3, "error", "m")
+    nvjet = Finding(tool="racecheck", kind="RAW hazard", kernel="nvjet_sm90_qqtst_128x128_128x6_2x1_v_bz_coopA_algo2_TNT", source="", count=2,
+                    hazards=40000, level="error", message="m")
+    ours = Finding(tool="racecheck", kind="RAW hazard", kernel="cast_transpose", source="cast_transpose.cu:127", count=3, hazards=3, level="error",
+                   message="m")
     kept, sup = apply((nvjet, ours), RULES)
     assert kept == (ours,) and sup == (("cublas-nvjet-fp8-racecheck", nvjet),)
     bad = tmp_path / "s.yaml"

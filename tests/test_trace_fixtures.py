@@ -20,12 +20,12 @@ PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
 
 
 @pytest.fixture(scope="module")
-def analysis():  # type: ignore[no-untyped-def]
+def analysis():
     return analyze(load_trace(shared_fixture("nsys", "h100_2gpu_1s.sqlite")), all_kernel_pairs=True)
 
 
 class TestH100TwoGpu:
-    def test_counts(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_counts(self, analysis) -> None:
         t = analysis.trace
         assert analysis.to_json()["operations"] == {"kernel": 3442, "memcpy": 904, "memset": 22}
         assert len(t.kernels) == 3442 + 904 + 22 and len(t.ranges.start) == 16782
@@ -47,13 +47,13 @@ class TestH100TwoGpu:
         assert analysis.attribution.unattributed >= 1810 + copies
         assert analysis.to_json()["kernels"] == 3442
 
-    def test_waits_without_event_records_are_reported(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_waits_without_event_records_are_reported(self, analysis) -> None:
         assert analysis.event_edges == 0 and analysis.unmatched_waits == 236
 
-    def test_pairs_all_stays_within_a_device(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_pairs_all_stays_within_a_device(self, analysis) -> None:
         assert sum(analysis.pair_counts.values()) == 0  # one stream per device: nothing to pair
 
-    def test_attribution_matches_an_independent_sql_join(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_attribution_matches_an_independent_sql_join(self, analysis) -> None:
         """The innermost NVTX range open on the launching thread at launch time, computed by SQL."""
         con = sqlite3.connect(shared_fixture("nsys", "h100_2gpu_1s.sqlite"))
         rows = con.execute(
@@ -106,7 +106,7 @@ class TestKineto:
 
 
 class TestCuptiCaptures:
-    def load(self, name: str):  # type: ignore[no-untyped-def]
+    def load(self, name: str):
         return analyze(load_trace(DATA / "traces" / f"{name}.sqlite"), PAIRS[:1])  # no wgrad here: an unmatched glob is an error
 
     def test_cast_transpose_dgrad_same_stream(self) -> None:

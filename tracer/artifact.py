@@ -4,9 +4,10 @@
 profiler JSON, plain or gzipped), a `tracer sanitize` output (its directory or report.json), a
 campaign store (opened read-only), an ablation JSON or a `tracer profile` run directory (or its
 profile.json), and returns a `TraceRun`, `SanitizeRun`, `CampaignRun`, `NcuRun` or `JobRun` (a run
-directory whose processes left their markers and traces under procs/: a multi-process job). Formats are sniffed from a bounded head, so a multi-GB trace is never read to find out
-what it is. Nothing here runs a process or imports capture code: an .nsys-rep is exported to SQLite
-by the command before it is opened.
+directory whose processes left their markers and traces under procs/: a multi-process job). Formats
+are sniffed from a bounded head, so a multi-GB trace is never read to find out what it is. Nothing
+here runs a process or imports capture code: an .nsys-rep is exported to SQLite by the command
+before it is opened.
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from tracer import jsonkeys
 from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
@@ -41,7 +42,7 @@ class Kind(str, Enum):
     CAMPAIGN = "campaign"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TraceRun:
     path: Path  # as given
     trace_file: Path  # what the reader opens
@@ -60,7 +61,7 @@ class TraceRun:
         return analyze(self.load(), pairs, hazards=hazards)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobRun:
     """A run directory of several processes: their markers read (cheap), their traces when loaded."""
 
@@ -87,7 +88,7 @@ class SanitizeRun:
     runs: tuple[ToolRun, ...]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CampaignRun:
     path: Path
     name: str
@@ -102,7 +103,7 @@ class NcuRun:
     run: ProfileRun  # its profile.json: every launch's records
 
 
-Artifact = Union[TraceRun, SanitizeRun, CampaignRun, NcuRun, JobRun]
+Artifact = TraceRun | SanitizeRun | CampaignRun | NcuRun | JobRun
 
 
 def _head(path: Path) -> bytes:
@@ -151,13 +152,15 @@ def _run_files(path: Path) -> tuple[PairSpec | None, dict[str, Any] | None]:
 
 
 def open_trace_dir(path: Path) -> TraceRun:
-    return TraceRun(path, path / "trace.sqlite", path, *_run_files(path))
+    spec, env = _run_files(path)
+    return TraceRun(path=path, trace_file=path / "trace.sqlite", run_dir=path, pair_spec=spec, environment=env)
 
 
 def open_job_dir(path: Path) -> JobRun:
     from tracer.trace.job import read_processes
 
-    return JobRun(path, path, read_processes(path), *_run_files(path))
+    spec, env = _run_files(path)
+    return JobRun(path=path, run_dir=path, processes=read_processes(path), pair_spec=spec, environment=env)
 
 
 def open_sanitize(path: Path) -> SanitizeRun:
@@ -185,8 +188,8 @@ def open_campaign(path: Path) -> CampaignRun:
             name = store.meta("name") or path.stem
         finally:
             store.close()
-        return CampaignRun(path, name, tuple(c.stats for c in summary if c.stats is not None),
-                           tuple(c.label for c in summary if c.stats is None), True)
+        return CampaignRun(path=path, name=name, cells=tuple(c.stats for c in summary if c.stats is not None),
+                           empty=tuple(c.label for c in summary if c.stats is None), store=True)
     data = _read_json(path)
     try:
         variants = {str(k): (int(v["failures"]), int(v["trials"])) for k, v in data["variants"].items()}
@@ -196,7 +199,8 @@ def open_campaign(path: Path) -> CampaignRun:
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TraceFormatError(f"{path}: not a campaign store or a JSON of variant -> trials/failures "
                                f"({type(exc).__name__}: {exc})") from exc
-    return CampaignRun(path, str(data.get("name") or path.stem), cells, tuple(k for k, (_, n) in variants.items() if n == 0), False)
+    return CampaignRun(path=path, name=str(data.get("name") or path.stem), cells=cells, empty=tuple(k for k, (_, n) in variants.items() if n == 0),
+                       store=False)
 
 
 def open_profile(path: Path) -> NcuRun:
@@ -240,7 +244,7 @@ def open_artifact(path: Path) -> Artifact:
         return open_sanitize(path)
     if kind is Kind.CAMPAIGN:
         return open_campaign(path)
-    return TraceRun(path, path, None, None, None)
+    return TraceRun(path=path, trace_file=path, run_dir=None, pair_spec=None, environment=None)
 
 
 def expect(path: Path, artifact: Artifact, wanted: type, what: str) -> Any:

@@ -14,7 +14,7 @@ from tracer.gpu import NO_GPU_ADVICE
 REINSTALL = "reinstall tracer (pip install tracer-nsight: its wheel ships the kernel sources and profiles)"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Check:
     name: str
     found: bool
@@ -49,9 +49,9 @@ class Report:
 def _probe(name: str, needed_by: str, required: bool, find: Callable[[], str]) -> Check:
     """find() returns what was found; a TracerError or a broken library is a finding, not a crash."""
     try:
-        return Check(name, True, find(), "", needed_by, required)
+        return Check(name=name, found=True, version=find(), hint="", needed_by=needed_by, required=required)
     except (TracerError, ImportError, OSError, RuntimeError) as exc:
-        return Check(name, False, "", str(exc), needed_by, required)
+        return Check(name=name, found=False, version="", hint=str(exc), needed_by=needed_by, required=required)
 
 
 def _pkg(name: str) -> str:
@@ -184,8 +184,9 @@ def check_ncu() -> list[Check]:
     from tracer.ncu.tool import ncu_status
 
     ncu, reader = ncu_status()
-    return [Check("ncu", ncu.found, ncu.version, ncu.hint, "profile (Nsight Compute)", False),
-            Check("ncu-report", reader.found, reader.version, reader.hint, "profile import/compare of .ncu-rep files", False)]
+    return [Check(name="ncu", found=ncu.found, version=ncu.version, hint=ncu.hint, needed_by="profile (Nsight Compute)", required=False),
+            Check(name="ncu-report", found=reader.found, version=reader.version, hint=reader.hint,
+                  needed_by="profile import/compare of .ncu-rep files", required=False)]
 
 
 def advise(checks: list[Check]) -> tuple[str, ...]:

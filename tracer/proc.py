@@ -17,7 +17,7 @@ from tracer.errors import TimedOut, ToolMissingError, UsageError
 GRACE_S = 5.0  # after SIGTERM, how long the group may take to exit before SIGKILL
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProcResult:
     argv: tuple[str, ...]
     returncode: int | None  # None when killed at the timeout
@@ -52,7 +52,7 @@ MAX_TIMEOUT_S = 30 * 86400  # a month; waits past threading.TIMEOUT_MAX (292 yea
 def check_timeout(value: object) -> float:
     """A timeout in seconds: a finite number above 0 (nan, inf, 0 and negatives are refused)."""
     try:
-        seconds = float(value)  # type: ignore[arg-type]
+        seconds = float(value)  # type: ignore[arg-type]  # any user value is tried; what float() refuses is reported below
     except (TypeError, ValueError):
         seconds = math.nan
     if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds <= MAX_TIMEOUT_S):

@@ -24,7 +24,7 @@ MAX_YAML_BYTES = 4 << 20  # profiles are a few hundred bytes
 MAX_YAML_NODES = 100_000  # values a document may expand to, aliases expanded
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Field:
     kind: type | tuple[type, ...]
     default: Any = None

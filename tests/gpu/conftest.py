@@ -27,8 +27,10 @@ def precompile_kernels() -> None:
     arch, sms = device_arch(), num_sms()
     shapes = [(2048, 12288), (768, 1024), (256, 65536), (65536, 128), (256, 256), (120, 2080), (1481, 677), (1, 3221),
               (2333, 1), (4096, 4096), (1024, 1024), (2304, 1920)]
-    keys = {KernelKey(v, pick_config(d, r, c, sms), d, f, arch) for v in Variant for d in InDtype for f in OutFormat for r, c in shapes}
-    keys |= {KernelKey(Variant.NONE, c, InDtype.BF16, OutFormat.E4M3, arch) for c in all_configs(InDtype.BF16)}
-    keys |= {KernelKey(Variant.DEVICE_BEFORE_ATOMIC, Config(16, 8), InDtype.BF16, OutFormat.E4M3, arch)}
+    keys = {KernelKey(variant=v, config=pick_config(d, r, c, sms), in_dtype=d, out_format=f,
+                      arch=arch) for v in Variant for d in InDtype for f in OutFormat for r, c in shapes}
+    keys |= {KernelKey(variant=Variant.NONE, config=c, in_dtype=InDtype.BF16, out_format=OutFormat.E4M3,
+                       arch=arch) for c in all_configs(InDtype.BF16)}
+    keys |= {KernelKey(variant=Variant.DEVICE_BEFORE_ATOMIC, config=Config(16, 8), in_dtype=InDtype.BF16, out_format=OutFormat.E4M3, arch=arch)}
     with ThreadPoolExecutor(max_workers=os.cpu_count() or 4) as pool:
         list(pool.map(nvrtc_compile.cubin, keys))

@@ -52,7 +52,7 @@ def test_fence_ablation_campaign(tmp_path: Path) -> None:
     print(res.stdout)
 
 
-def _graph(variant: str, checks: frozenset | None = None):  # type: ignore[no-untyped-def]
+def _graph(variant: str, checks: frozenset | None = None):
     from tracer.campaign.graphed import TrialGraph
     from tracer.fp8.detector import Check
     from tracer.kernel.spec import parse_variant

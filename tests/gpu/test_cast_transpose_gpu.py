@@ -8,8 +8,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from tracer.fp8.ref import amax_of, torch_cast  # noqa: E402
-from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs  # noqa: E402
+from tracer.fp8.ref import amax_of, torch_cast
+from tracer.kernel.spec import FENCE_VARIANTS, Config, InDtype, OutFormat, Variant, all_configs
 
 pytestmark = pytest.mark.gpu
 

@@ -65,7 +65,7 @@ def run_demo(out: Path | None = None) -> str:
     out = out or default_output()
     out.mkdir(parents=True, exist_ok=True)
     trace_file = DEMO_DIR / "linear_backward_planted.sqlite"
-    trace = TraceRun(trace_file, trace_file, None, DEMO_PAIRS, None)
+    trace = TraceRun(path=trace_file, trace_file=trace_file, run_dir=None, pair_spec=DEMO_PAIRS, environment=None)
     sanitize, campaign = open_sanitize(DEMO_DIR / "sanitize"), open_campaign(DEMO_DIR / "campaign.json")
     a = trace_analysis(trace)
     runs = list(sanitize.runs)

@@ -34,12 +34,12 @@ if TYPE_CHECKING:
     from tracer.trace.ending import ProcessEnd
     from tracer.trace.job_summary import JobAnalysis
 
-    Verdicts = Union[Analysis, JobAnalysis]
+    Verdicts = Analysis | JobAnalysis
 
 BACKENDS = ("auto", "nsys", "cupti")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaptureRequest:
     name: str
     command: tuple[str, ...]
@@ -274,10 +274,10 @@ def _import_analysis() -> None:
     """Import the analysis while the command runs (this process only waits for it then), so that
     neither the command's start nor the verdict after it waits for numpy and the readers."""
     try:
-        import tracer.trace.analyze  # noqa: F401
-        import tracer.trace.job_summary  # noqa: F401
-        import tracer.trace.job_text  # noqa: F401
-        import tracer.trace.load  # noqa: F401
+        import tracer.trace.analyze
+        import tracer.trace.job_summary
+        import tracer.trace.job_text
+        import tracer.trace.load  # noqa: F401  # imported for its side effect: loaded ahead
     except Exception:  # the same import after the command reports it
         pass
 
@@ -338,7 +338,7 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
     return lines
 
 
-def _quiet(p: dict) -> bool:
+def _quiet(p: dict[str, Any]) -> bool:
     """A process that ended well and recorded nothing: no kernels, no rank, no CUDA trouble."""
     return (p.get("state") == "exited" and not p.get("exit") and p.get("ended") != "sigterm" and not p.get("kernels")
             and p.get("rank") is None and not p.get("untraced_cuda") and not p.get("trace_error"))

@@ -21,7 +21,7 @@ from tracer.errors import unknown
 MAX_CRASHES_PER_CHUNK = 2
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Options:
     """`campaign run` overrides of the profile's executor settings (None: the profile's)."""
 
@@ -72,7 +72,7 @@ def visible_gpus() -> list[str]:
     return ids[:n] if n else []
 
 
-@dataclass
+@dataclass(kw_only=True)
 class _Worker:
     slot: str  # GPU id or "cpuN"
     name: str
@@ -103,7 +103,8 @@ class LocalExecutor:
             env["CUDA_VISIBLE_DEVICES"] = slot
         argv = [sys.executable, "-m", "tracer.campaign.worker", str(self.store.path), "--profile", self.profile_arg,
                 "--tasks", str(tasks), "--gpu", slot, "--worker", name]
-        return _Worker(slot, name, chunks, proc.start(argv, log_path=self.tmp / f"{slot}-{generation}.log", env=env), generation)
+        return _Worker(slot=slot, name=name, chunks=chunks, proc=proc.start(argv, log_path=self.tmp / f"{slot}-{generation}.log", env=env),
+                       generation=generation)
 
     def run(self, on_progress: Callable[[], None] = lambda: None) -> list[str]:
         queues = assign(plan_chunks(self.store, self.spec), len(self.store.cells()), self.slots)
@@ -141,7 +142,8 @@ class LocalExecutor:
         if inflight is not None:
             self.store.record_crash(inflight.cell_id, inflight.trials, w.name, w.slot, code, detail)
             if self.store.crash_count(inflight.cell_id, inflight.trials) >= MAX_CRASHES_PER_CHUNK:
-                self.store.add_trials([TrialRow(inflight.cell_id, t, True, True, "crashed", "crash", w.slot, w.name, 0.0)
+                self.store.add_trials([TrialRow(cell_id=inflight.cell_id, trial=t, failed=True, crashed=True, first_failure="crashed",
+                                                failed_checks="crash", gpu=w.slot, worker=w.name, seconds=0.0)
                                        for t in inflight.trials])
                 events.append(f"cell {inflight.cell_id} trials {inflight.trials[0]}..{inflight.trials[-1]} crashed "
                               f"{MAX_CRASHES_PER_CHUNK} times: stored as crashed")

@@ -31,7 +31,7 @@ class TrialGraph:
 
         self.engine = engine
         engine.gen = torch.cuda.default_generators[engine.device.index]  # registered with every capture
-        side = torch.cuda.Stream(engine.device)
+        side = torch.cuda.Stream(engine.device)  # type: ignore[no-untyped-call]  # torch.cuda.Stream.__init__ has no annotations
         side.wait_stream(torch.cuda.current_stream(engine.device))
         with torch.cuda.stream(side):  # warm-up: NVRTC compile, cuBLAS workspaces, allocator pools
             self._steps(steps)

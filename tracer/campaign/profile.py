@@ -22,38 +22,38 @@ EXTRA_KEYS = {"workload", "variant", "config", "shape", "dtype", "label"}
 NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")  # the store is runs/NAME.campaign.sqlite: a file name, no folder
 
 SCHEMA: dict[str, Any] = {
-    "schema": Field(int, required=True),
-    "name": Field(str, required=True),
-    "description": Field(str, ""),
-    "workload": Field(str, required=True),
-    "variants": Field(list, ["none"], items=str, min_items=1, unique=True),
-    "extra_cells": Field(list, [], items=dict),
-    "configs": Field(list, ["auto"], items=str, min_items=1, unique=True),
-    "shapes": Field(list, [], items=str, unique=True),
-    "dtypes": Field(list, ["bf16"], items=str, min_items=1, unique=True),
-    "steps_per_trial": Field(int, 1, minimum=1, maximum=10_000),
-    "trials_per_cell": Field(int, 100, minimum=1, maximum=10_000_000),
-    "batch": Field(int, 16, minimum=1, maximum=100_000),
-    "seed": Field(int, 0, minimum=0, maximum=1 << 40),  # trial seeds are seed * 1_000_003 + ...: below 2**63
-    "checks": Field(list, [c.value for c in Check if c is not Check.UPDATE_COUNT], items=str, min_items=1, unique=True),
-    "sample_rows": Field(float, 1.0, minimum=0.0001, maximum=1.0),
-    "baseline": Field(str, ""),
-    "inject_failure_rate": Field(float, 0.0, minimum=0.0, maximum=1.0),
-    "kill_trial": Field(int, -1, minimum=-1),
-    "sprt": {"p0": Field(float, 0.0, minimum=0.0, maximum=1.0), "p1": Field(float, 0.0, minimum=0.0, maximum=1.0)},
+    "schema": Field(kind=int, required=True),
+    "name": Field(kind=str, required=True),
+    "description": Field(kind=str, default=""),
+    "workload": Field(kind=str, required=True),
+    "variants": Field(kind=list, default=["none"], items=str, min_items=1, unique=True),
+    "extra_cells": Field(kind=list, default=[], items=dict),
+    "configs": Field(kind=list, default=["auto"], items=str, min_items=1, unique=True),
+    "shapes": Field(kind=list, default=[], items=str, unique=True),
+    "dtypes": Field(kind=list, default=["bf16"], items=str, min_items=1, unique=True),
+    "steps_per_trial": Field(kind=int, default=1, minimum=1, maximum=10_000),
+    "trials_per_cell": Field(kind=int, default=100, minimum=1, maximum=10_000_000),
+    "batch": Field(kind=int, default=16, minimum=1, maximum=100_000),
+    "seed": Field(kind=int, default=0, minimum=0, maximum=1 << 40),  # trial seeds are seed * 1_000_003 + ...: below 2**63
+    "checks": Field(kind=list, default=[c.value for c in Check if c is not Check.UPDATE_COUNT], items=str, min_items=1, unique=True),
+    "sample_rows": Field(kind=float, default=1.0, minimum=0.0001, maximum=1.0),
+    "baseline": Field(kind=str, default=""),
+    "inject_failure_rate": Field(kind=float, default=0.0, minimum=0.0, maximum=1.0),
+    "kill_trial": Field(kind=int, default=-1, minimum=-1),
+    "sprt": {"p0": Field(kind=float, default=0.0, minimum=0.0, maximum=1.0), "p1": Field(kind=float, default=0.0, minimum=0.0, maximum=1.0)},
     "executor": {
-        "kind": Field(str, "local", choices=EXECUTORS),
-        "partition": Field(str, ""),
-        "time_min": Field(int, 60, minimum=1, maximum=30 * 24 * 60),
-        "gpus_per_task": Field(int, 1, minimum=0, maximum=64),
-        "tasks": Field(int, 4, minimum=1, maximum=MAX_TASKS),
+        "kind": Field(kind=str, default="local", choices=EXECUTORS),
+        "partition": Field(kind=str, default=""),
+        "time_min": Field(kind=int, default=60, minimum=1, maximum=30 * 24 * 60),
+        "gpus_per_task": Field(kind=int, default=1, minimum=0, maximum=64),
+        "tasks": Field(kind=int, default=4, minimum=1, maximum=MAX_TASKS),
     },
-    "sanitize": Field(list, []),
-    "trace": Field(list, []),
+    "sanitize": Field(kind=list, default=[]),
+    "trace": Field(kind=list, default=[]),
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Cell:
     key: str
     label: str
@@ -74,7 +74,7 @@ class SprtBounds:
         return bool(self.p0 and self.p1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExecutorSettings:
     kind: str = "local"
     partition: str = ""
@@ -83,7 +83,7 @@ class ExecutorSettings:
     tasks: int = 4
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ExtraCell:
     workload: str
     variant: str = "none"
@@ -93,7 +93,7 @@ class ExtraCell:
     label: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CampaignSpec:
     """A validated campaign profile; field names are the profile's keys."""
 
@@ -123,7 +123,7 @@ class CampaignSpec:
     @classmethod
     def from_data(cls, path: Path, d: dict[str, Any]) -> CampaignSpec:
         """From a profile's validated data (every key present, as load_profile leaves it)."""
-        lists = {k: tuple(d[k]) for k in ("variants", "configs", "shapes", "dtypes", "sanitize", "trace")}
+        lists: dict[str, Any] = {k: tuple(d[k]) for k in ("variants", "configs", "shapes", "dtypes", "sanitize", "trace")}
         return cls(path=path, name=d["name"], workload=d["workload"], description=d["description"],
                    extra_cells=tuple(ExtraCell(**e) for e in d["extra_cells"]), checks=tuple(Check(c) for c in d["checks"]),
                    sprt=SprtBounds(**d["sprt"]), executor=ExecutorSettings(**d["executor"]),
@@ -152,7 +152,8 @@ SCALARS = ("steps_per_trial", "trials_per_cell", "batch", "seed", "sample_rows",
 
 def _cell(workload: str, variant: str, config: str, shape: str, dtype: str, *, multi: bool = False, label: str | None = None) -> Cell:
     key = f"{workload}|{variant}|{config}|{shape}|{dtype}"
-    return Cell(key, label or (f"{variant} {config} {shape} {dtype}" if multi else variant), workload, variant, config, shape, dtype)
+    return Cell(key=key, label=label or (f"{variant} {config} {shape} {dtype}" if multi else variant), workload=workload, variant=variant,
+                config=config, shape=shape, dtype=dtype)
 
 
 def _post(where: str, d: dict[str, Any]) -> None:
@@ -217,7 +218,7 @@ def check_run_options(**values: int | None) -> None:
     """`campaign run` --workers, --tasks, --time-min, --gpus-per-task held to the profile's limits."""
     from tracer.profiles import check_option
 
-    limits = {**SCHEMA["executor"], "workers": Field(int, minimum=1, maximum=MAX_TASKS)}
+    limits = {**SCHEMA["executor"], "workers": Field(kind=int, minimum=1, maximum=MAX_TASKS)}
     for key, value in values.items():
         if value is not None:
             check_option(f"--{key.replace('_', '-')}", value, limits[key])

@@ -10,7 +10,7 @@ from tracer.campaign.store import CellSummary, Store
 from tracer.textsafe import lines_text
 
 
-def _row(store: Store, c: CellSummary, stats_by_label: dict, sprt_bounds: dict[str, float]) -> dict[str, Any]:
+def _row(store: Store, c: CellSummary, stats_by_label: dict[str, Any], sprt_bounds: dict[str, float]) -> dict[str, Any]:
     row: dict[str, Any] = {"cell": c.label, "key": c.key, "trials": c.done, "target": c.target, "failures": c.failures,
                            "crashed": c.crashed, "gpus": c.gpus, "first_failures": store.first_failures(c.cell_id)}
     st = stats_by_label.get(c.label)
@@ -77,7 +77,7 @@ def format_status(store: Store) -> str:
     return lines_text(lines)
 
 
-def progress(store: Store, total: int, enabled: bool):  # type: ignore[no-untyped-def]
+def progress(store: Store, total: int, enabled: bool):  # type: ignore[no-untyped-def]  # returns rich's Progress and a tick; rich is imported inside (start-up)
     """A rich progress bar over the trials stored since it started, and the tick that updates it."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn

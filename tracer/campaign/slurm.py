@@ -8,6 +8,7 @@ import re
 import shutil
 import time
 from pathlib import Path
+from typing import Any
 
 from tracer import proc
 from tracer.campaign.chunks import Chunk, plan_chunks
@@ -18,7 +19,7 @@ from tracer.errors import ToolMissingError
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
 
 
-def slurm_task(profile: str, chunks: list[tuple[int, list[int], dict]]) -> list[TrialRow]:
+def slurm_task(profile: str, chunks: list[tuple[int, list[int], dict[str, Any]]]) -> list[TrialRow]:
     """Runs on a Slurm node: the chunks' trials, returned (the store is written by the submitter)."""
     import os
 
@@ -56,7 +57,7 @@ def run_slurm(store: Store, spec: CampaignSpec, profile_arg: str, folder: Path, 
     groups = [g for g in groups if g]
     cells = {c.cell_id: c.cell for c in store.cells()}
     executor = submitit.AutoExecutor(folder=folder, cluster="slurm")
-    params = {"timeout_min": time_min or ex_cfg.time_min, "slurm_array_parallelism": len(groups) or 1}
+    params: dict[str, Any] = {"timeout_min": time_min or ex_cfg.time_min, "slurm_array_parallelism": len(groups) or 1}
     if partition or ex_cfg.partition:
         params["slurm_partition"] = partition or ex_cfg.partition
     gpt = ex_cfg.gpus_per_task if gpus_per_task is None else gpus_per_task
@@ -68,7 +69,7 @@ def run_slurm(store: Store, spec: CampaignSpec, profile_arg: str, folder: Path, 
     return _collect(store, jobs, groups, poll_s)
 
 
-def _collect(store: Store, jobs: list, groups: list[list[Chunk]], poll_s: float) -> list[str]:
+def _collect(store: Store, jobs: list[Any], groups: list[list[Chunk]], poll_s: float) -> list[str]:
     events: list[str] = []
     pending = dict(zip((j.job_id for j in jobs), zip(jobs, groups)))
     while pending:
@@ -93,7 +94,7 @@ def _collect(store: Store, jobs: list, groups: list[list[Chunk]], poll_s: float)
     return events
 
 
-def _read_result(path: Path):  # type: ignore[no-untyped-def]
+def _read_result(path: Path):  # type: ignore[no-untyped-def]  # whatever the task pickled: the caller checks it
     if not path.is_file():
         return None
     with open(path, "rb") as fh:

@@ -11,7 +11,7 @@ from scipy import stats
 ALPHA = 0.05
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellStats:
     label: str
     trials: int
@@ -38,7 +38,8 @@ def clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]
 
 def zero_failure_upper(n: int, alpha: float = ALPHA) -> float:
     """One-sided (1 - alpha) upper bound after n trials without a failure: 1 - alpha^(1/n), about 3/n."""
-    return 1.0 - alpha ** (1.0 / n)
+    bound: float = 1.0 - alpha ** (1.0 / n)
+    return bound
 
 
 def trials_needed(p: float, alpha: float = ALPHA) -> int:
@@ -48,9 +49,9 @@ def trials_needed(p: float, alpha: float = ALPHA) -> int:
 
 def cell_stats(label: str, failures: int, trials: int, alpha: float = ALPHA) -> CellStats:
     if failures == 0:
-        return CellStats(label, trials, 0, 0.0, 0.0, zero_failure_upper(trials, alpha), True)
+        return CellStats(label=label, trials=trials, failures=0, rate=0.0, lower=0.0, upper=zero_failure_upper(trials, alpha), one_sided=True)
     lo, hi = clopper_pearson(failures, trials, alpha)
-    return CellStats(label, trials, failures, failures / trials, lo, hi, False)
+    return CellStats(label=label, trials=trials, failures=failures, rate=failures / trials, lower=lo, upper=hi, one_sided=False)
 
 
 def fisher_less(k_var: int, n_var: int, k_base: int, n_base: int) -> float:

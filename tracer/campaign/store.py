@@ -9,7 +9,7 @@ import sqlite3
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from tracer.campaign.profile import CampaignSpec, Cell
 from tracer.campaign.stats import CellStats, cell_stats
@@ -24,7 +24,7 @@ BAD_FLAG = ("(typeof(failed) != 'integer' OR failed NOT IN (0, 1) OR typeof(cras
 READ_WAIT_S = 2.0  # status and report wait this long for a writer's lock (WAL readers rarely wait at all)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TrialRow:
     cell_id: int
     trial: int
@@ -49,7 +49,7 @@ class Inflight(NamedTuple):
     gpu: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CellSummary:
     cell_id: int
     label: str
@@ -98,7 +98,7 @@ class Store:
             self.lock.release()
             self.lock = None
 
-    def init(self, spec: CampaignSpec, environment: dict) -> None:
+    def init(self, spec: CampaignSpec, environment: dict[str, Any]) -> None:
         """Record the campaign and its cells; reopening with another campaign's profile is refused."""
         with self.tx():
             row = self.con.execute("SELECT value FROM campaign WHERE key='name'").fetchone()
@@ -114,7 +114,7 @@ class Store:
                                                                     c.dtype, spec.trials_per_cell))
                 self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.trials_per_cell, c.key))
 
-    def tx(self):  # type: ignore[no-untyped-def]
+    def tx(self) -> _Tx:
         return _Tx(self.con, self.path)
 
     def meta(self, key: str) -> str | None:
@@ -137,7 +137,7 @@ class Store:
 
     def cells(self) -> list[StoredCell]:
         rows = self.con.execute("SELECT id, key, label, workload, variant, config, shape, dtype, trials_target FROM cells ORDER BY id")
-        return [StoredCell(r[0], Cell(*r[1:8]), r[8]) for r in rows]
+        return [StoredCell(r[0], Cell(key=r[1], label=r[2], workload=r[3], variant=r[4], config=r[5], shape=r[6], dtype=r[7]), r[8]) for r in rows]
 
     def trial_count(self) -> int:
         return int(self.con.execute("SELECT count(*) FROM trials").fetchone()[0])
@@ -197,7 +197,7 @@ class Store:
             raise TraceFormatError(f"{self.path}: a crash or in-flight record holds {str(text)[:40]!r}, not a list of trial numbers")
         return data
 
-    def crashes(self) -> list[dict]:
+    def crashes(self) -> list[dict[str, Any]]:
         rows = self.con.execute("SELECT c.label, r.trials, r.worker, r.gpu, r.exit_code, r.detail FROM crashes r "
                                 "JOIN cells c ON c.id = r.cell_id ORDER BY r.id").fetchall()
         return [{"cell": a, "trials": self._trials(b), "worker": w, "gpu": g, "exit_code": e, "detail": d} for a, b, w, g, e, d in rows]
@@ -208,7 +208,8 @@ class Store:
             done, fails, crashed = self.cell_counts(cell_id)
             gpus = ",".join(sorted({g for (g,) in self.con.execute("SELECT DISTINCT gpu FROM trials WHERE cell_id = ?", (cell_id,))}))
             st = cell_stats(cell.label, fails, done) if done else None
-            out.append(CellSummary(cell_id, cell.label, cell.key, target, done, fails, crashed, st, gpus))
+            out.append(CellSummary(cell_id=cell_id, label=cell.label, key=cell.key, target=target, done=done, failures=fails, crashed=crashed,
+                                   stats=st, gpus=gpus))
         return out
 
     def first_failures(self, cell_id: int, limit: int = 5) -> list[tuple[int, str, str]]:

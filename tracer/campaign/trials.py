@@ -28,7 +28,8 @@ def run_chunk(spec: CampaignSpec, cell_id: int, cell: Cell, trials: list[int], g
     else:
         outcomes = _gpu_trials(spec, cell_id, cell, trials)
     per = (time.perf_counter() - start) / max(1, len(trials))
-    return [TrialRow(cell_id, t, failed, False, first, checks, gpu, worker, per)
+    return [TrialRow(cell_id=cell_id, trial=t, failed=failed, crashed=False, first_failure=first, failed_checks=checks, gpu=gpu, worker=worker,
+                     seconds=per)
             for t, (failed, first, checks) in zip(trials, outcomes)]
 
 

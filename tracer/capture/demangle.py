@@ -31,13 +31,13 @@ def demangle(name: str) -> str:
         return name
     fn, free = funcs
     status = ctypes.c_int()
-    ptr = fn(name.encode(), None, None, ctypes.byref(status))  # type: ignore[operator]
+    ptr = fn(name.encode(), None, None, ctypes.byref(status))  # type: ignore[operator]  # _cxa types the C function as object
     if status.value != 0 or not ptr:
         return name
     try:
         return ctypes.string_at(ptr).decode(errors="replace")
     finally:
-        free(ptr)  # type: ignore[operator]
+        free(ptr)  # type: ignore[operator]  # _cxa types the C function as object
 
 
 def short_name(demangled: str) -> str:

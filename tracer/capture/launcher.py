@@ -488,8 +488,8 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
         described.join()
         env_info = with_gpu(env_info, markers)
     own = {"before_command": round(start - entered, 4), "after_command": round(time.monotonic() - ended, 4)}
-    return CaptureResult(res, tuple(markers), tuple(untraced(sampler.seen, markers)), trace, job, options,
-                         sampler.available, env_info, own)
+    return CaptureResult(proc=res, processes=tuple(markers), untraced=tuple(untraced(sampler.seen, markers)), trace=trace, job=job, options=options,
+                         sampled=sampler.available, environment=env_info, tracer_s=own)
 
 
 def capture(command: list[str], out: Path, logs: Path, timeout: float, *, memory: bool = False) -> proc.ProcResult:

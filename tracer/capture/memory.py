@@ -116,7 +116,7 @@ class MemoryRecorder:
     def reset_after_fork(self) -> None:
         """The child keeps nothing of its parent's (ids restart too: they are per process)."""
         keep = (self.tls, self.mode, self.frees_seen)
-        self.__init__(self.clock, self.push, self.pop, devices=self.devices)  # type: ignore[misc]
+        self.__init__(self.clock, self.push, self.pop, devices=self.devices)  # type: ignore[misc]  # re-running __init__ resets every field in one place after fork
         self.tls, self.mode, self.frees_seen = keep  # the entered mode holds this thread-local
 
     # --- ops --------------------------------------------------------------------------------

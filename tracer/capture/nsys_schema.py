@@ -15,6 +15,7 @@ import sqlite3
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 from tracer import __version__
 from tracer.capture.demangle import demangle, short_name
@@ -87,7 +88,7 @@ class _Ranges:
 
     def rows(self, markers: list) -> list[tuple]:
         """Closed ranges, marks and new domains of this batch."""
-        pid, out = self.pid, []
+        pid, out = self.pid, list[tuple[Any, ...]]()
         for flags, ts, mid, tid, name, domain in sorted(markers, key=lambda m: m[1]):
             dom = 0
             if domain:

@@ -27,7 +27,7 @@ API_RECORDS = ("filtered", "all")
 CUDA_MODULES = ("cuda.core", "cupy", "numba.cuda", "triton", "jax", "jaxlib", "tensorflow", "pycuda")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaptureOptions:
     backend: str = "cupti"  # "fake": same bootstrap, files and markers, no CUPTI (CPU tests)
     memory: bool = False

@@ -207,7 +207,7 @@ class Memory2Rec(NamedTuple):
     name: str
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TraceRecords:
     """What a capture collected (tuple layouts: tracer/capture/records.py). The memory lists are
     written as the TRACER_* tables only when `memory` is set."""

@@ -17,7 +17,7 @@ import sysconfig
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from types import ModuleType
+from types import FrameType, ModuleType
 from typing import Any
 
 from tracer.capture.memory import MemoryRecorder
@@ -67,7 +67,7 @@ class Extractor:
         self.library: dict[Any, bool] = {}
 
     def callsite(self) -> str | None:
-        f = sys._getframe(3)
+        f: FrameType | None = sys._getframe(3)
         for _ in range(FRAME_SCAN):
             if f is None:
                 return None
@@ -216,7 +216,7 @@ def keep_dynamo_out(mode_cls: type, dispatch: Callable[..., Any], timing: Timing
     def wrap(dynamo: ModuleType) -> None:
         if timing is not None:
             timing.mark("torch_dynamo_imported")
-        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]
+        mode_cls.__torch_dispatch__ = dynamo.disable(dispatch, recursive=True)  # type: ignore[attr-defined]  # torch stubs do not declare __torch_dispatch__ on the mode class
 
     loaded = sys.modules.get("torch._dynamo")
     if loaded is not None and hasattr(loaded, "disable"):
@@ -333,7 +333,7 @@ class _ThenLoader(importlib.abc.Loader):
     def exec_module(self, module: ModuleType) -> None:
         module.__loader__ = self.loader  # the module sees its real loader
         if getattr(module, "__spec__", None) is not None:
-            module.__spec__.loader = self.loader
+            module.__spec__.loader = self.loader  # type: ignore[union-attr]  # checked just above
         self.loader.exec_module(module)
         self.hook.done(module)
 

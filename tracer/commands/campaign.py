@@ -38,7 +38,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracer.campaign.report import format_report, progress, report_data
 
     spec = load_campaign(args.profile)
-    opts = Options(args.executor, args.workers, args.partition, args.time_min, args.gpus_per_task, args.tasks)
+    opts = Options(executor=args.executor, workers=args.workers, partition=args.partition, time_min=args.time_min, gpus_per_task=args.gpus_per_task,
+                   tasks=args.tasks)
     store = open_store(spec, args.store)
     remaining = remaining_trials(store, spec)
     print(f"campaign {spec.name}: {len(spec.cells())} cells x {spec.trials_per_cell} trials, "

@@ -42,8 +42,8 @@ def _key_options(p: argparse.ArgumentParser) -> None:
 
 
 def key_from_args(args: argparse.Namespace, variant: str) -> KernelKey:
-    return KernelKey(parse_variant(variant), Config.parse(args.config), parse_in_dtype(args.dtype),
-                     parse_out_format(args.format), parse_arch(args.arch))
+    return KernelKey(variant=parse_variant(variant), config=Config.parse(args.config), in_dtype=parse_in_dtype(args.dtype),
+                     out_format=parse_out_format(args.format), arch=parse_arch(args.arch))
 
 
 def cmd_list(args: argparse.Namespace) -> int:

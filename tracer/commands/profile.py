@@ -11,7 +11,7 @@ from typing import Any
 from tracer.errors import UsageError
 
 DEFAULT_ACTION = "run"  # `tracer profile WORKLOAD` is `tracer profile run WORKLOAD`
-OPTIONS = {  # flags -> the actions that take them, (r)un, (c)ompare, (i)mport; add_argument keywords
+OPTIONS: dict[str, tuple[str, dict[str, Any]]] = {  # flags -> the actions that take them, (r)un, (c)ompare, (i)mport; add_argument keywords
     "--config": ("rc", {"help": "LOAD/STORE widths of the workload's kernels, or auto (compare --sass: their config)"}),
     "--kernel": ("rc", {"help": "only kernels whose name matches this regex (workloads: the cast-transpose kernel)"}),
     "--range": ("rc", {"action": "append", "default": [], "dest": "ranges", "metavar": "NAME", "help": "only kernels in "
@@ -58,7 +58,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     p = plan(args.workload, args.command_after_dashdash, variants=args.variant, config=args.config, shape=args.shape,
              steps=args.steps)
-    settings = Settings(**{f.name: tuple(v) if isinstance(v := getattr(args, f.name), list) else v for f in fields(Settings)})
+    settings = Settings(**{f.name: tuple(v) if isinstance(v := getattr(args, f.name), list) else v for f in fields(Settings)})  # type: ignore[arg-type]  # by field name from the parsed flags
     run = record(p, settings, args.output, lambda r: print(progress_line(r), file=sys.stderr))
     print(f"run directory: {run.path}", file=sys.stderr)
     return show_run(run, args)

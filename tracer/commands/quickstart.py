@@ -38,7 +38,8 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     print(f"tracer quickstart: tracing the seed workload {SEED} (cast-transpose -> dgrad GEMM)", file=sys.stderr)
     name, command, pairs = workload_command(load_workload(SEED), SEED, [])
     out = args.output or default_run_dir(name)
-    rec = record(CaptureRequest(name, tuple(command), choose_backend("auto"), out, 1800.0), choose_pairs(None, pairs, "all"))
+    rec = record(CaptureRequest(name=name, command=tuple(command), backend=choose_backend("auto"), output=out, timeout=1800.0),
+                 choose_pairs(None, pairs, "all"))
     print(f"run directory: {out}", file=sys.stderr)
     for line in rec.notices(listed=rec.job):
         print(line, file=sys.stderr)

@@ -10,7 +10,7 @@ from tracer.errors import ChecksFailed
 from tracer.sanitize.argv import parse_tools
 
 DEFAULT_ACTION = "run"  # `tracer sanitize WORKLOAD` is `tracer sanitize run WORKLOAD`
-SHARED = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
+SHARED: dict[str, tuple[str, dict]] = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
     "--tool": ("ri", {"default": "all", "help": "memcheck, racecheck, initcheck, synccheck, all (default; import: the file's)"}),
     "--print-limit": ("rs", {"type": int, "default": 1000, "help": "records compute-sanitizer prints per run (default 1000)"}),
     "--leak-check": ("rs", {"action": "store_true", "help": "memcheck --leak-check full"}),
@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         q.set_defaults(func=func)
 
 
-def _run(args: argparse.Namespace, jobs: list, name: str, command: dict) -> list:  # type: ignore[type-arg]
+def _run(args: argparse.Namespace, jobs: list, name: str, command: dict) -> list:
     from tracer.sanitize.plan import Settings, load_suppressions, progress_line, run_into
 
     runs, final = run_into(args.output, name, jobs, load_suppressions(args.suppressions, not args.no_default_suppressions),
@@ -61,7 +61,7 @@ def _run(args: argparse.Namespace, jobs: list, name: str, command: dict) -> list
     return runs
 
 
-def emit(runs: list, args: argparse.Namespace) -> int:  # type: ignore[type-arg]
+def emit(runs: list, args: argparse.Namespace) -> int:
     from tracer.sanitize.report import format_text, raise_if_not_clean, to_json, write_reports
 
     write_reports(runs, args.junit, args.sarif, [vars(args).get(k) for k in ("file", "log", "workload")] + args.suppressions)

@@ -38,7 +38,7 @@ class Where:
         return f"step{self.step}/layer{self.layer}/mb{self.microbatch}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CheckVerdict:
     check: Check
     passed: bool
@@ -139,6 +139,7 @@ def summarize(results: list[tuple[Check, Where, bool, float]]) -> list[CheckVerd
         if not rows:
             continue
         failing = sorted(w for _, w, failed, _ in rows if failed)
-        out.append(CheckVerdict(check, not failing, _worst(check, [v for *_, v in rows]), len(rows), len(failing),
-                                failing[0] if failing else None))
+        out.append(CheckVerdict(check=check, passed=not failing, worst=_worst(check, [v for *_, v in rows]), comparisons=len(rows),
+                                failures=len(failing),
+                                first_failure=failing[0] if failing else None))
     return out

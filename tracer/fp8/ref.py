@@ -7,7 +7,7 @@ infinities to the largest finite value, NaN stays NaN.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
+from functools import cache
 from typing import TYPE_CHECKING
 
 from tracer.kernel.spec import OutFormat
@@ -34,7 +34,7 @@ def decode(code: int, fmt: OutFormat) -> float:
     return sign * (1 + man / (1 << mbits)) * 2.0 ** (exp - bias)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _finite_codes(fmt: OutFormat) -> tuple[tuple[float, int], ...]:
     """(value, code) of every finite non-negative code, ascending."""
     pairs = [(decode(c, fmt), c) for c in range(0x80)]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import threading
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 from tracer.errors import CompileError, ToolMissingError, UsageError
@@ -70,7 +70,7 @@ def _nvrtc_compile(key: KernelKey, want: str) -> bytes:
 
 
 def _check(nvrtc: object, err: object, what: str) -> None:
-    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # type: ignore[attr-defined]
+    if err != nvrtc.nvrtcResult.NVRTC_SUCCESS:  # type: ignore[attr-defined]  # cuda.bindings has no stubs for nvrtcResult
         raise CompileError(f"NVRTC {what} failed: {err}")
 
 
@@ -78,7 +78,7 @@ def describe(key: KernelKey) -> str:
     return f"{key.variant.value} config={key.config} {key.in_dtype.value}->{key.out_format.value} {key.arch}"
 
 
-@lru_cache(maxsize=None)
+@cache
 def ptx(key: KernelKey) -> str:
     return _nvrtc_compile(key, "ptx").rstrip(b"\x00").decode()
 
@@ -122,7 +122,7 @@ def source_cubin(source: str, key: KernelKey, filename: str) -> bytes:
         raise
 
 
-@lru_cache(maxsize=None)
+@cache
 def cubin(key: KernelKey) -> bytes:
     """Compiled once per key: in memory for the process, on disk across processes."""
     path = _cache_path(key)

@@ -45,7 +45,7 @@ class SpecialInstr:
     scope: str  # CTA, GPU, SYS, or "" when the opcode names none
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SassSummary:
     registers: int
     shared_bytes: int
@@ -109,7 +109,8 @@ def summarize(sass_text: str, resources: str) -> SassSummary:
     ops = opcodes(sass_text)
     m = _RES.search(resources)
     reg, stack, shared, _ = (int(g) for g in m.groups()) if m else (0, 0, 0, 0)
-    return SassSummary(reg, shared, stack, len(ops), _special(ops, FENCE_OPS), _special(ops, ATOMIC_OPS))
+    return SassSummary(registers=reg, shared_bytes=shared, stack_bytes=stack, instructions=len(ops), fences=_special(ops, FENCE_OPS),
+                       atomics=_special(ops, ATOMIC_OPS))
 
 
 def opcode_diff(a: str, b: str, name_a: str, name_b: str, context: int = 3) -> str:

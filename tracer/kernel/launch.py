@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import lru_cache, cache
 from typing import TYPE_CHECKING, Any
 
 from tracer.kernel import compile as nvrtc_compile
@@ -56,7 +56,7 @@ def num_sms(index: int | None = None) -> int:
     return torch.cuda.get_device_properties(index).multi_processor_count
 
 
-@lru_cache(maxsize=None)
+@cache
 def _kernel(key: KernelKey, device_index: int) -> Any:
     return cuda_core().ObjectCode.from_cubin(nvrtc_compile.cubin(key)).get_kernel(nvrtc_compile.KERNEL_NAME)
 
@@ -124,7 +124,7 @@ def cast_transpose(
     for t in (x, row, col):
         if t.data_ptr() % ALIGN:
             raise UsageError(f"tensor at {t.data_ptr():#x} is not {ALIGN}-byte aligned; pass a fresh contiguous tensor")
-    key = KernelKey(variant, cfg, torch_in_dtype(x), out_format, device_arch(x.device.index))
+    key = KernelKey(variant=variant, config=cfg, in_dtype=torch_in_dtype(x), out_format=out_format, arch=device_arch(x.device.index))
     launch_raw(key, x.data_ptr(), row.data_ptr(), col.data_ptr(), scale.data_ptr(), scale_inv.data_ptr(),
                amax.data_ptr(), rows, cols, x.device.index, torch.cuda.current_stream(x.device).cuda_stream, grid)
     return CastOutputs(row, col, cfg)
@@ -136,7 +136,7 @@ def blocks_per_gpu(kernel: Any, device_index: int) -> int:
     return max(1, per_sm) * num_sms(device_index)
 
 
-@lru_cache(maxsize=None)
+@cache
 def resident_blocks(key: KernelKey, device_index: int) -> int:
     return blocks_per_gpu(_kernel(key, device_index), device_index)
 

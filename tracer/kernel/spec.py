@@ -215,7 +215,7 @@ def pick_config(dtype: InDtype, rows: int, cols: int, num_sms: int) -> Config:
     return max(candidates, key=lambda c: (c.blocks(dtype, rows, cols), c.load + c.store))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelKey:
     """Everything that selects one compiled kernel."""
 

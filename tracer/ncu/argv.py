@@ -32,7 +32,7 @@ class CacheControl(str, Enum):
     NONE = "none"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcuOptions:
     report_stem: Path  # ncu writes REPORT_STEM.ncu-rep
     sections: tuple[str, ...] = DEFAULT_SECTIONS

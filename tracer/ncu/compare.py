@@ -25,7 +25,7 @@ class GroupBy(str, Enum):
     KERNEL = "kernel"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Summary:
     group: str
     launches: int
@@ -43,7 +43,7 @@ class Summary:
         return dict(self.shares).get(MEMBAR) if self.shares else None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Delta:
     group: str
     baseline: str
@@ -57,7 +57,7 @@ class Delta:
     grew_by: float | None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Comparison:
     baseline: str | None
     summaries: tuple[Summary, ...]
@@ -81,9 +81,9 @@ def summarize(group: str, launches: Sequence[Launch]) -> Summary:
     reasons = sorted({r for launch in launches for r, _ in launch.stalls})
     per_launch = [dict(launch.stalls) for launch in launches]
     shares = [launch.shares() for launch in launches]
-    return Summary(group, len(launches), *(_median(getattr(x, f) for x in launches) for f in LAUNCH_METRICS),
-                   tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]
-                   tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]
+    return Summary(group=group, launches=len(launches), **{f: _median(getattr(x, f) for x in launches) for f in LAUNCH_METRICS},
+                   stalls=tuple((r, _median(s.get(r) for s in per_launch)) for r in reasons),  # type: ignore[misc]  # _median is float | None; a reason listed has a value in some launch
+                   shares=tuple((r, _median(s.get(r) for s in shares)) for r in reasons))  # type: ignore[misc]  # _median is float | None; a reason listed has a value in some launch
 
 
 def _sub(a: float | None, b: float | None) -> float | None:
@@ -97,9 +97,9 @@ def delta(s: Summary, base: Summary) -> Delta:
     top = max(sorted(growth), key=lambda r: growth[r]) if growth else None
     top = top if top is not None and growth[top] > 0 else None  # nothing grew: no reason to name
     mb = _sub(s.membar_share, base.membar_share)
-    return Delta(s.group, base.group, dur, _sub(s.dram_pct, base.dram_pct), _sub(s.l2_pct, base.l2_pct),
-                 _sub(s.occupancy_pct, base.occupancy_pct), _sub(s.ipc, base.ipc),
-                 None if mb is None else 100 * mb, top, growth.get(top) if top else None)
+    return Delta(group=s.group, baseline=base.group, duration_pct=dur, dram_pts=_sub(s.dram_pct, base.dram_pct), l2_pts=_sub(s.l2_pct, base.l2_pct),
+                 occupancy_pts=_sub(s.occupancy_pct, base.occupancy_pct), ipc=_sub(s.ipc, base.ipc),
+                 membar_share_pts=None if mb is None else 100 * mb, grew_most=top, grew_by=growth.get(top) if top else None)
 
 
 def select(launches: Iterable[Launch], kernel: str | None = None, nvtx: str | None = None) -> list[Launch]:
@@ -141,7 +141,7 @@ def compare(grouped: Mapping[str, Sequence[Launch]], baseline: str | None = DEFA
         notes.append(f"no group named {DEFAULT_BASELINE!r}: the baseline is the first, {baseline!r}")
     base = next((s for s in summaries if s.group == baseline), None)
     deltas = tuple(delta(s, base) for s in summaries if base is not None and s is not base)
-    return Comparison(baseline, summaries, deltas, clock_control, tuple(notes))
+    return Comparison(baseline=baseline, summaries=summaries, deltas=deltas, clock_control=clock_control, notes=tuple(notes))
 
 
 def run_clock_control(runs: Sequence[ProfileRun]) -> tuple[str | None, tuple[str, ...]]:

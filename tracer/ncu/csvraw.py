@@ -44,7 +44,7 @@ def parse_dim3(text: str) -> Dim3 | None:
     m = _DIM3.fullmatch(text.strip())
     if not m:
         return None
-    return tuple(int(parse_number(g) or 0) for g in m.groups())  # type: ignore[return-value]
+    return tuple(int(parse_number(g) or 0) for g in m.groups())  # type: ignore[return-value]  # the pattern has exactly three groups, so this is a Dim3
 
 
 def read_csv(path: Path) -> NcuReport:
@@ -54,7 +54,7 @@ def read_csv(path: Path) -> NcuReport:
     except UnicodeDecodeError as exc:
         raise TraceFormatError(f"{path}: cannot read ({exc})") from None
     launches, notes = parse_raw_csv(text, str(path))
-    return NcuReport(str(path), Source.CSV, launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
+    return NcuReport(path=str(path), source=Source.CSV, launches=launches, nvtx_known=any(n.startswith("NVTX") for n in notes),
                      notes=tuple(n for n in notes if not n.startswith("NVTX")))
 
 

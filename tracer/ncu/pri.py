@@ -44,8 +44,9 @@ def read_rep(path: Path, mod: ModuleType) -> NcuReport:
                                f"read by ncu-report {reader})")
     notes = () if not facts.ncu_version or not reader or facts.ncu_version.startswith(reader) else (
         f"made by ncu {facts.ncu_version}, read by ncu-report {reader}",)
-    return NcuReport(str(path), Source.NCU_REPORT, launches, facts.ncu_version, reader, facts.clock_control,
-                     True, notes)
+    return NcuReport(path=str(path), source=Source.NCU_REPORT, launches=launches, ncu_version=facts.ncu_version, reader_version=reader,
+                     clock_control=facts.clock_control,
+                     nvtx_known=True, notes=notes)
 
 
 def _actions(ctx: Any) -> list[Any]:

@@ -40,7 +40,7 @@ class Metric:
     unit: str
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Launch:
     """One profiled kernel launch. None: the report did not have it (the name is in `missing`)."""
 
@@ -80,12 +80,12 @@ class Launch:
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> Launch:
         dims = {k: tuple(int(x) for x in d[k]) if d.get(k) else None for k in ("grid", "block")}
-        return Launch(int(d["id"]), str(d["name"]), tuple(d["nvtx"]), dims["grid"], dims["block"],  # type: ignore[arg-type]
-                      *(_opt(d.get(k)) for k in FIELDS), tuple(sorted((str(r), float(v)) for r, v in d["stalls"].items())),
-                      d.get("cc"), d.get("sms"), d.get("registers"), tuple(d.get("missing", ())))
+        return Launch(id=int(d["id"]), name=str(d["name"]), nvtx=tuple(d["nvtx"]), grid=dims["grid"], block=dims["block"],  # type: ignore[arg-type]  # grid and block are Dim3 tuples built just above
+                      **{k: _opt(d.get(k)) for k in FIELDS}, stalls=tuple(sorted((str(r), float(v)) for r, v in d["stalls"].items())),
+                      cc=d.get("cc"), sms=d.get("sms"), registers=d.get("registers"), missing=tuple(d.get("missing", ())))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NcuReport:
     """What one report holds: its launches and what is known about how it was made."""
 
@@ -106,13 +106,13 @@ class NcuReport:
 
     @staticmethod
     def from_json(d: Mapping[str, Any]) -> NcuReport:
-        return NcuReport(str(d["path"]), Source(d["source"]), tuple(Launch.from_json(x) for x in d["launches"]),
-                         d.get("ncu_version"), d.get("reader_version"), d.get("clock_control"),
-                         bool(d.get("nvtx_known", True)), tuple(d.get("notes", ())))
+        return NcuReport(path=str(d["path"]), source=Source(d["source"]), launches=tuple(Launch.from_json(x) for x in d["launches"]),
+                         ncu_version=d.get("ncu_version"), reader_version=d.get("reader_version"), clock_control=d.get("clock_control"),
+                         nvtx_known=bool(d.get("nvtx_known", True)), notes=tuple(d.get("notes", ())))
 
 
 def _opt(v: object) -> float | None:
-    return None if v is None else float(v)  # type: ignore[arg-type]
+    return None if v is None else float(v)  # type: ignore[arg-type]  # float() of a report value: a bad one raises, as it should
 
 
 def build_launch(id_: int, name: str, nvtx: tuple[str, ...], grid: Dim3 | None, block: Dim3 | None,
@@ -130,11 +130,11 @@ def build_launch(id_: int, name: str, nvtx: tuple[str, ...], grid: Dim3 | None, 
         values[fld] = value
         if value is None:
             missing.append(metric if m is None or fld != "duration_ns" else f"{metric} (unit {m.unit!r})")
-    stalls = tuple(sorted((STALL.fullmatch(k).group(1), m.value) for k, m in metrics.items()  # type: ignore[union-attr]
+    stalls = tuple(sorted((STALL.fullmatch(k).group(1), m.value) for k, m in metrics.items()  # type: ignore[union-attr]  # the generator's filter keeps only names STALL fully matches
                           if STALL.fullmatch(k) and m.value is not None))
     if not stalls:
         missing.append("smsp__average_warps_issue_stalled_*_per_issue_active.ratio (WarpStateStats)")
-    return Launch(id_, name, nvtx, grid, block, stalls=stalls, cc=compute_capability(metrics), sms=_int(metrics, SMS),
+    return Launch(id=id_, name=name, nvtx=nvtx, grid=grid, block=block, stalls=stalls, cc=compute_capability(metrics), sms=_int(metrics, SMS),
                   registers=_int(metrics, REGISTERS), missing=tuple(missing), **values)
 
 

@@ -51,7 +51,7 @@ class Target:
     variant: str | None = None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TargetRun:
     label: str
     variant: str | None
@@ -78,15 +78,16 @@ def profile_target(binary: str, opts: NcuOptions, target: Target, out: Path, log
     check_outcome(res.stdout() + "\n" + res.stderr(), res.returncode, report, opts,
                   lambda: kernels_that_ran(binary, target, opts, logs, timeout))
     csv = export_csv(binary, report, logs, timeout)
-    return TargetRun(target.label, target.variant, target.argv, tuple(argv), res.returncode, round(res.seconds, 3),
-                     report.name, csv.name if csv else None, log.name)
+    return TargetRun(label=target.label, variant=target.variant, argv=target.argv, ncu_argv=tuple(argv), exit=res.returncode,
+                     seconds=round(res.seconds, 3),
+                     report=report.name, csv=csv.name if csv else None, log=log.name)
 
 
 def check_outcome(text: str, code: int | None, report: Path, opts: NcuOptions, ran: Any) -> None:
     """Raise the one-line error for a failed ncu run; return when a report was written."""
     cause = classify(text)
     if cause in CAUSES:
-        raise ToolMissingError(CAUSES[cause])  # type: ignore[index]
+        raise ToolMissingError(CAUSES[cause])
     if cause is Failure.NO_KERNELS:
         names = available_kernels(text)
         names = ran() if names is None else names

@@ -25,7 +25,7 @@ class Plan:
     meta: dict[str, Any] = field(default_factory=dict)  # workload, shape, config, in_dtype, cast_shape when known
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """What ncu collects and on which launches (the same for every target)."""
 
@@ -44,12 +44,12 @@ class Settings:
         non_negative("launch-skip", self.launch_skip)
         _positive("launch-count", self.launch_count)
         regex = self.kernel or default_kernel
-        return NcuOptions(Path("report"), sections=parse_sections(list(self.section), self.source_counters),
+        return NcuOptions(report_stem=Path("report"), sections=parse_sections(list(self.section), self.source_counters),
                           kernel=kernel_regex(regex) if regex else None, launch_skip=self.launch_skip,
                           launch_count=self.launch_count,
                           nvtx_include=tuple(nvtx_range_include(r) for r in self.ranges) + tuple(self.nvtx_include),
-                          clock_control=parse_enum("clock control", self.clock_control, ClockControl),  # type: ignore[arg-type]
-                          cache_control=parse_enum("cache control", self.cache_control, CacheControl))  # type: ignore[arg-type]
+                          clock_control=parse_enum("clock control", self.clock_control, ClockControl),  # type: ignore[arg-type]  # parse_enum returns the enum it is given, the stubs only know the union
+                          cache_control=parse_enum("cache control", self.cache_control, CacheControl))  # type: ignore[arg-type]  # parse_enum returns the enum it is given, the stubs only know the union
 
 
 def _positive(name: str, value: int | None) -> None:
@@ -76,7 +76,8 @@ def workload_plan(workload: str, variants: Sequence[str], config: str | None, sh
     _positive("steps", steps)
     names = [v.value for v in FENCE_VARIANTS] if "all" in variants else list(dict.fromkeys(variants))
     targets, spec = [], None
-    for v in names or [None]:
+    chosen: list[str | None] = [*names] or [None]
+    for v in chosen:
         spec = resolve_workload(workload, variant=v, config=config, shape=shape, steps=steps)
         cmd = [sys.executable, "-m", "tracer", "run", workload, "--no-fail-on-check", "--steps", str(steps)]
         for flag, value in (("variant", v), ("config", config), ("shape", shape)):
@@ -134,14 +135,14 @@ def record(p: Plan, settings: Settings, output: Path | None,
 def read_targets(folder: Path, runs: Sequence[TargetRun]) -> tuple[list[ProfiledTarget], TracerError | None]:
     from tracer.ncu.reader import read_report
 
-    out = []
+    out: list[ProfiledTarget] = []
     for r in runs:
         try:
             report = read_report(folder / r.report)
         except TracerError as exc:
             return out, exc
         files = tuple(f for f in (r.report, r.csv) if f)
-        out.append(ProfiledTarget(r.label, r.variant, replace(report, path=r.report), r.exit, files))
+        out.append(ProfiledTarget(label=r.label, variant=r.variant, report=replace(report, path=r.report), exit=r.exit, files=files))
     return out, None
 
 
@@ -161,7 +162,7 @@ def import_report(path: Path, label: str | None, output: Path | None) -> Profile
         copies = [path] + ([csv_beside(path)] if path.suffix == ".ncu-rep" and csv_beside(path).is_file() else [])
         for src in copies:
             copy_file(src, tmp / src.name)
-        target = ProfiledTarget(label, variant, replace(report, path=path.name), None, tuple(p.name for p in copies))
+        target = ProfiledTarget(label=label, variant=variant, report=replace(report, path=path.name), exit=None, files=tuple(p.name for p in copies))
         run = ProfileRun(str(output), report.clock_control, (target,), {"imported_from": str(path.resolve())})
         write_json(tmp / "command.json", {"imported_from": str(path.resolve()), "backend": "import"})
         write_json(tmp / "profile.json", run.to_json())
@@ -180,7 +181,7 @@ def sass_summaries(runs: Sequence[ProfileRun], a: str, b: str, config: str | Non
     cc = next((x.cc for x in launches if x.cc), "9.0")
     arch = parse_arch("sm_" + cc.replace(".", ""))
     dtype = parse_in_dtype(runs[0].meta.get("in_dtype", "bf16"))
-    keys = [KernelKey(parse_variant(v), cfg, dtype, OutFormat.E4M3, arch) for v in (a, b)]
+    keys = [KernelKey(variant=parse_variant(v), config=cfg, in_dtype=dtype, out_format=OutFormat.E4M3, arch=arch) for v in (a, b)]
     texts = [disasm.sass(k) for k in keys]
     out = [f"\nSASS ({arch}, {dtype.value} -> e4m3, config {cfg}: {how}):"]
     for key, text in zip(keys, texts):

@@ -18,7 +18,7 @@ PROFILE_LIMIT = 64 * MB  # every launch's metrics: a 2,000-launch --set full pro
 SCHEMA = 1
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ProfiledTarget:
     label: str
     variant: str | None
@@ -55,8 +55,8 @@ def load_run(path: Path) -> ProfileRun:
         data = load_json_object(file, PROFILE_JSON, PROFILE_LIMIT)
         if data.get("kind") != "tracer-profile" or data.get("schema") != SCHEMA:
             raise ValueError(f"kind {data.get('kind')!r} schema {data.get('schema')!r}, expected tracer-profile {SCHEMA}")
-        targets = tuple(ProfiledTarget(t["label"], t.get("variant"), NcuReport.from_json(t["report"]), t.get("exit"),
-                                       tuple(t.get("files", ()))) for t in data["targets"])
+        targets = tuple(ProfiledTarget(label=t["label"], variant=t.get("variant"), report=NcuReport.from_json(t["report"]), exit=t.get("exit"),
+                                       files=tuple(t.get("files", ()))) for t in data["targets"])
     except (OSError, json.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError) as exc:
         raise TraceFormatError(f"{file}: not a tracer profile.json ({exc})") from None
     if not targets:

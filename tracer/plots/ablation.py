@@ -6,11 +6,11 @@ from __future__ import annotations
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.transforms import blended_transform_factory  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.transforms import blended_transform_factory
 
-from tracer.campaign.stats import CellStats  # noqa: E402
+from tracer.campaign.stats import CellStats
 
 
 def rate_limit(cells: list[CellStats]) -> float:

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
 
 from tracer.ncu.compare import Comparison  # noqa: E402
 from tracer.ncu.records import MEMBAR  # noqa: E402
@@ -91,7 +91,7 @@ def draw_comparison(c: Comparison) -> Figure:
     return fig
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ReportParts:
     """What the HTML report shows for a profile run: one figure and one table."""
 
@@ -119,5 +119,5 @@ def report_parts(c: Comparison) -> ReportParts:
               f"duration vs {c.baseline} %", "stall that grew most"]
     caption = (f"Medians over each group's launches; clock control {c.clock_control or 'unknown'}. "
                "Stall shares are each reason's part of all warp stall cycles per issued instruction.")
-    return ReportParts("Nsight Compute: warp stalls and throughput", draw_comparison(c), caption,
-                       "Nsight Compute per variant", header, rows)
+    return ReportParts(figure_title="Nsight Compute: warp stalls and throughput", figure=draw_comparison(c), caption=caption,
+                       table_title="Nsight Compute per variant", header=header, rows=rows)

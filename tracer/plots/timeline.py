@@ -10,17 +10,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-from matplotlib.axes import Axes  # noqa: E402
-from matplotlib.collections import LineCollection  # noqa: E402
-from matplotlib.colors import to_rgba  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.lines import Line2D  # noqa: E402
-from matplotlib.patches import Patch, Rectangle  # noqa: E402
-from matplotlib.ticker import FuncFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection
+from matplotlib.colors import to_rgba
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch, Rectangle
+from matplotlib.ticker import FuncFormatter
 
-from tracer.trace.timeline import CHECK, EVENT, HAZARD, OTHER, Lane, Mark, RangeLane, Strip, TimelineData  # noqa: E402
+from tracer.trace.timeline import CHECK, EVENT, HAZARD, OTHER, Lane, Mark, RangeLane, Strip, TimelineData
 
 FAMILY_COLORS = {"cast_transpose": "#1f77b4", "dgrad": "#ff7f0e", "wgrad": "#2ca02c", "amax_update": "#9467bd",
                  CHECK: "#dedede", OTHER: "#8c8c8c"}
@@ -238,24 +238,24 @@ def _arrow_style(kind: str) -> str:
     return "--" if kind == EVENT else "-." if kind == HAZARD else "-"
 
 
-def legend_columns(handles: list, width_in: float) -> int:  # type: ignore[type-arg]
+def legend_columns(handles: list, width_in: float) -> int:
     """As many columns as the longest label lets fit in the figure's width (8 pt text: about 5.5 px
     a character at 100 dpi, plus the handle)."""
     longest = max((len(h.get_label()) for h in handles), default=1)
     return max(1, min(len(handles), int(width_in * 100 * 0.95 // (45 + 5.5 * longest))))
 
 
-def legend_handles(data: TimelineData, colors: list[str]) -> list:  # type: ignore[type-arg]
+def legend_handles(data: TimelineData, colors: list[str]) -> list:
     """Only what is drawn: categories present in the lanes or marks, arrow kinds, strips, marks."""
     used: set[int] = {m.category for m in data.marks}
     for lane in data.lanes:
         used |= set(lane.category.tolist())
         if lane.mix is not None:
             used |= {int(c) for c in np.nonzero(lane.mix.busy_us.sum(axis=0) > 0)[0]}
-    handles: list = [Patch(color=colors[c], label=n) for c, n in enumerate(data.categories) if c in used]  # type: ignore[type-arg]
+    handles: list = [Patch(color=colors[c], label=n) for c, n in enumerate(data.categories) if c in used]
     for kind in dict.fromkeys(ar.kind for ar in data.arrows):
         handles.append(Line2D([], [], color=ARROW_COLORS.get(kind, "#444444"), lw=_arrow_width(kind),
-                              linestyle=_arrow_style(kind), label=ARROW_NAMES.get(kind, f"{kind} pair")))
+                              linestyle=_arrow_style(kind), label=ARROW_NAMES.get(kind, f"{kind} pair")))  # type: ignore[arg-type]  # a named matplotlib style
     for s in data.strips:
         handles.append(Patch(color=ARROW_COLORS.get(s.kind, "#444444"), label=s.label.split(":")[0] + " (count per pixel column)"))
     if data.marks:

@@ -9,11 +9,11 @@ from dataclasses import dataclass
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.figure import Figure  # noqa: E402
-from matplotlib.patches import Patch  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.figure import Figure
+from matplotlib.patches import Patch
 
-from tracer.sanitize.model import SanVerdict, Tool, ToolRun  # noqa: E402
+from tracer.sanitize.model import SanVerdict, Tool, ToolRun
 
 TOOLS = tuple(t.value for t in Tool)
 STATE_COLORS = {"caught": "#1a9850", "MISSED": "#d73027", "clean": "#a6d96a", "errors": "#f46d43",

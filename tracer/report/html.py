@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -30,7 +31,7 @@ class Report:
     title: str
     sections: list[Section] = field(default_factory=list)
 
-    def add_table(self, title: str, header: list[str], rows: list[list[object]], row_class: list[str] | None = None) -> None:
+    def add_table(self, title: str, header: list[str], rows: Sequence[Sequence[object]], row_class: list[str] | None = None) -> None:
         head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
         body = "".join(
             f"<tr class='{html.escape(row_class[i]) if row_class else ''}'>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"

@@ -19,7 +19,7 @@ def parse_tools(name: str) -> tuple[Tool, ...]:
         raise unknown("tool", name, [t.value for t in Tool] + ["all"]) from None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SanitizeOptions:
     tool: Tool
     xml_path: Path

@@ -25,7 +25,7 @@ class SanVerdict(str, Enum):
     CLEAN = "clean"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Finding:
     """Sanitizer records grouped by (tool, kind, kernel, source)."""
 
@@ -46,7 +46,7 @@ class Finding:
         return cls(**{f.name: d[f.name] for f in fields(cls)})
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Parsed:
     """What one XML or text output said."""
 
@@ -61,7 +61,7 @@ class Parsed:
     unparsed: int = 0  # text: records the tool printed that no pattern reads (each one may be an error)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ToolRun:
     tool: Tool
     workload: str
@@ -98,8 +98,9 @@ class ToolRun:
     def from_json(cls, d: dict[str, Any]) -> ToolRun:
         """A run back from its JSON (report.json); KeyError, TypeError or ValueError when it is not one."""
         suppressed = tuple((str(f["rule"]), Finding.from_json(f)) for f in d["suppressed"]["findings"])
-        return cls(Tool(d["tool"]), str(d["workload"]), SanVerdict(d["verdict"]), bool(d["errors_found"]),
-                   bool(d["target_failed"]), bool(d["incomplete"]), d["target_exit"], d["sanitizer_exit"],
-                   tuple(Finding.from_json(f) for f in d["findings"]), suppressed, d["reported_errors"],
-                   float(d.get("seconds", 0.0)), str(d.get("filter", "off")), dict(d.get("files", {})),
-                   tuple(d.get("notes", ())))
+        return cls(tool=Tool(d["tool"]), workload=str(d["workload"]), verdict=SanVerdict(d["verdict"]), errors_found=bool(d["errors_found"]),
+                   target_failed=bool(d["target_failed"]), incomplete=bool(d["incomplete"]), target_exit=d["target_exit"],
+                   sanitizer_exit=d["sanitizer_exit"],
+                   findings=tuple(Finding.from_json(f) for f in d["findings"]), suppressed=suppressed, reported_errors=d["reported_errors"],
+                   seconds=float(d.get("seconds", 0.0)), filter=str(d.get("filter", "off")), files=dict(d.get("files", {})),
+                   notes=tuple(d.get("notes", ())))

@@ -139,8 +139,9 @@ class _Log:
 
     def parsed(self) -> Parsed:
         g = self.g
-        return Parsed(g.findings(), g.records, False, self.reported, self.not_printed, self.target_error,
-                      tuple(self.tool_errors), recognised=self.seen_tool, unparsed=self.unparsed)
+        return Parsed(findings=g.findings(), records=g.records, incomplete=False, reported_errors=self.reported, not_printed=self.not_printed,
+                      target_error=self.target_error,
+                      tool_errors=tuple(self.tool_errors), recognised=self.seen_tool, unparsed=self.unparsed)
 
 
 def parse_lines(lines: Iterable[str], tool: str) -> Parsed:

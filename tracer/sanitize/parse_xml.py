@@ -33,7 +33,7 @@ from enum import Enum
 from functools import lru_cache
 from operator import itemgetter
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO, cast
 from xml.etree.ElementTree import Element, ParseError, TreeBuilder
 
 from defusedxml import DefusedXmlException
@@ -66,7 +66,7 @@ class Grouper:
 
     def __init__(self, tool: str) -> None:
         self.tool = tool
-        self.groups: dict[tuple[str, str, str, str], list] = {}
+        self.groups: dict[tuple[str, str, str, str], list[Any]] = {}
         self.records = 0
 
     def add(self, kind: str, kernel: str, source: str, level: str, message: str, hazards: int = 1, times: int = 1) -> None:
@@ -91,7 +91,8 @@ class Grouper:
                 g[1] += hz
 
     def findings(self) -> tuple[Finding, ...]:
-        out = [Finding(self.tool, k, kern, src, n, hz, lvl, msg) for (k, kern, src, lvl), (n, hz, msg) in self.groups.items()]
+        out = [Finding(tool=self.tool, kind=k, kernel=kern, source=src, count=n, hazards=hz, level=lvl, message=msg) for (k, kern, src, lvl),
+               (n, hz, msg) in self.groups.items()]
         return tuple(sorted(out, key=lambda f: (-f.count, f.kind, f.kernel, f.source)))
 
 
@@ -186,7 +187,7 @@ class _Refused(Exception):
     """A DOCTYPE, entity declaration or external reference met by the expat reader."""
 
 
-def _refuse(what: str):  # type: ignore[no-untyped-def]
+def _refuse(what: str):  # type: ignore[no-untyped-def]  # an expat handler taking whatever arguments the event has
     def handler(*_: object) -> None:
         raise _Refused(what)
     return handler
@@ -335,7 +336,7 @@ class _Records:
 
     def parsed(self, incomplete: bool, recognised: bool) -> Parsed:
         g = self.grouper or Grouper(self.tool or "unknown")
-        return Parsed(g.findings(), g.records, incomplete, tool_errors=tuple(self.tool_errors), recognised=recognised)
+        return Parsed(findings=g.findings(), records=g.records, incomplete=incomplete, tool_errors=tuple(self.tool_errors), recognised=recognised)
 
 
 class _Scan:
@@ -383,9 +384,10 @@ class _Scan:
             found.append(entry[1].get(entry[0](piece)) if entry is not None else None)
         if None in found:
             self._learn(pieces, keys, found)
-        counts = Counter(found)
+        meanings = cast("list[_Meaning]", found)  # _learn filled every None
+        counts = Counter(meanings)
         if any(m.bad is not None or m.tool_error is not None for m in counts):
-            for m in found:  # in order: a bad record's number, the tool's errors in sequence
+            for m in meanings:  # in order: a bad record's number, the tool's errors in sequence
                 self.acc.add(m)
         else:
             for m, n in counts.items():  # first seen first: groups keep the order and message of their first record
@@ -496,7 +498,7 @@ def _scan_halves(path: Path, prolog: bytes, tool: str | None, at: int, method: s
 
     ctx = multiprocessing.get_context(method)
     receive, send = ctx.Pipe(duplex=False)
-    worker = ctx.Process(target=_worker, args=(send, str(path), prolog, tool, at, path.stat().st_size), daemon=True)
+    worker = ctx.Process(target=_worker, args=(send, str(path), prolog, tool, at, path.stat().st_size), daemon=True)  # type: ignore[attr-defined]  # typeshed's BaseContext lacks Process; every real context has it
     worker.start()
     send.close()
     try:
@@ -516,7 +518,7 @@ def _scan_halves(path: Path, prolog: bytes, tool: str | None, at: int, method: s
     return first.acc, second[1]
 
 
-def _worker(send, path: str, prolog: bytes, tool: str | None, start: int, end: int) -> None:  # type: ignore[no-untyped-def]
+def _worker(send, path: str, prolog: bytes, tool: str | None, start: int, end: int) -> None:  # type: ignore[no-untyped-def]  # send is a multiprocessing Connection, untyped in this context
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle: it ends this process
     send.send(_scan_part(path, prolog, tool, start, end))
     send.close()

@@ -111,9 +111,10 @@ def plan(workload: str | None, command: Sequence[str], *, steps: int | None = No
     if command and workload:
         raise UsageError("give either WORKLOAD or a command after --, not both")
     if command:
-        targets = [(Path(command[0]).name, tuple(command), ())]
+        targets: list[tuple[str, tuple[str, ...], tuple[str, ...]]] = [(Path(command[0]).name, tuple(command), ())]
     elif workload:
-        targets = [workload_command(workload, steps, shape, v) for v in (variants or [None])]
+        chosen: Sequence[str | None] = variants or [None]
+        targets = [workload_command(workload, steps, shape, v) for v in chosen]
     else:
         raise UsageError("give one WORKLOAD (or a command after --; or `sanitize import FILE`, `sanitize selftest`)")
     out = []

@@ -66,8 +66,9 @@ def verdict(tool: Tool, workload: str, res: proc.ProcResult, xml: Parsed | None,
              (not has_text, SanVerdict.NO_ERRORS_RECORDED)]
     v = next((verdict for cond, verdict in order if cond), SanVerdict.CLEAN)
     target_exit = rc if rc not in (ERROR_EXITCODE, None) else None
-    return ToolRun(tool, workload, v, bool(kept), target_failed, bool(gaps), target_exit, rc, kept, suppressed,
-                   text.reported_errors, res.seconds, filter_label, files, tuple(notes))
+    return ToolRun(tool=tool, workload=workload, verdict=v, errors_found=bool(kept), target_failed=target_failed, incomplete=bool(gaps),
+                   target_exit=target_exit, sanitizer_exit=rc, findings=kept, suppressed=suppressed,
+                   reported_errors=text.reported_errors, seconds=res.seconds, filter=filter_label, files=files, notes=tuple(notes))
 
 
 def unaccounted(source: Parsed, text: Parsed) -> int:
@@ -82,12 +83,12 @@ def unseen_findings(tool: Tool, source: Parsed, text: Parsed) -> tuple[Finding, 
     """Records counted but not read: each is a finding of its own, never clean."""
     out = []
     if text.not_printed:
-        out.append(Finding(tool.value, "not printed (raise --print-limit)", "?", "", text.not_printed,
-                           text.not_printed, "error", f"{text.not_printed} errors were not printed"))
+        out.append(Finding(tool=tool.value, kind="not printed (raise --print-limit)", kernel="?", source="", count=text.not_printed,
+                           hazards=text.not_printed, level="error", message=f"{text.not_printed} errors were not printed"))
     missing = unaccounted(source, text)
     if missing:
-        out.append(Finding(tool.value, "counted but not read", "?", "", missing, missing, "error",
-                           f"the tool's summary counts {text.reported_errors} errors; {missing} of them are in no record read"))
+        out.append(Finding(tool=tool.value, kind="counted but not read", kernel="?", source="", count=missing, hazards=missing, level="error",
+                           message=f"the tool's summary counts {text.reported_errors} errors; {missing} of them are in no record read"))
     return tuple(out)
 
 
@@ -141,7 +142,7 @@ def own_xml(path: Path, tool: str) -> Parsed | None:
     try:
         return parse_xml(path, tool)
     except TraceFormatError:
-        return Parsed((), 0, True)
+        return Parsed(findings=(), records=0, incomplete=True)
 
 
 def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: Path | None = None) -> ToolRun:
@@ -151,12 +152,13 @@ def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: P
 
     xml_path, log_path = import_paths(path, log)
     name = tool or _tool_from_name(path) or (detect_tool(log_path) if log_path is not None else None) or "memcheck"
-    text = parse_text(log_path, name) if log_path is not None else Parsed((), 0, False)
+    text = parse_text(log_path, name) if log_path is not None else Parsed(findings=(), records=0, incomplete=False)
     if log_path is not None and not text.recognised:
         raise TraceFormatError(f"{log_path}: not compute-sanitizer output (no line of the tool's own; "
                                "give the tool's XML (--xml --save) or its text output)")
     xml = parse_xml(xml_path, name) if xml_path is not None else None
-    res = proc.ProcResult((), None, False, 0.0, path, path)  # the exit code is not known for imported output
+    res = proc.ProcResult(argv=(), returncode=None, timed_out=False, seconds=0.0, stdout_path=path,
+                          stderr_path=path)  # the exit code is not known for imported output
     files = {k: str(p) for k, p in (("xml", xml_path), ("log", log_path)) if p is not None}
     return verdict(Tool(name), path.stem, res, xml, text, rules, "unknown", files, has_text=log_path is not None)
 

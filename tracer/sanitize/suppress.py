@@ -14,16 +14,16 @@ from tracer.sanitize.model import Finding
 
 DEFAULT_FILE = resources.SUPPRESSIONS_FILE
 RULE_SCHEMA = {
-    "id": Field(str, required=True),
-    "tool": Field(str, required=True, choices=tuple(t.value for t in Tool) + ("any",)),
-    "kind": Field(str, "*"),
-    "kernel": Field(str, required=True),
-    "source": Field(str, "*"),
-    "reason": Field(str, required=True),
+    "id": Field(kind=str, required=True),
+    "tool": Field(kind=str, required=True, choices=tuple(t.value for t in Tool) + ("any",)),
+    "kind": Field(kind=str, default="*"),
+    "kernel": Field(kind=str, required=True),
+    "source": Field(kind=str, default="*"),
+    "reason": Field(kind=str, required=True),
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Rule:
     id: str
     tool: str
@@ -40,7 +40,7 @@ class Rule:
 def load_rules(path: Path) -> tuple[Rule, ...]:
     data = load_yaml(path)
     check_schema_version(str(path), data)
-    top = validate(str(path), data, {"schema": Field(int, required=True), "suppressions": Field(list, [])})
+    top = validate(str(path), data, {"schema": Field(kind=int, required=True), "suppressions": Field(kind=list, default=[])})
     rules = []
     for i, item in enumerate(top["suppressions"]):
         rules.append(Rule(**validate(f"{path}: suppressions[{i}]", item, RULE_SCHEMA)))

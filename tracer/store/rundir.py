@@ -2,7 +2,6 @@
 into place only when complete."""
 from __future__ import annotations
 
-import json
 import os
 import platform
 import shutil

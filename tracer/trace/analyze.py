@@ -18,7 +18,7 @@ from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
 from tracer.trace.model import OP_KINDS, Trace, process_index, with_operations
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
-from tracer.trace.pairs import GlobPair, PairMode, PairSpec, parse_pair
+from tracer.trace.pairs import GlobPair, PairMode, PairSpec
 from tracer.trace.selection import require_matches
 
 
@@ -32,7 +32,7 @@ PAIRS_BY_MEMORY_NOTE = ("pairs not judged by default: the trace has memory acces
                         "race on the same memory (--pairs all still lists the ordering of every pair)")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StreamStats:
     device: int
     stream: int  # the trace-unique stream key (tracer.trace.model); the raw id in a one-process trace
@@ -65,7 +65,7 @@ def stream_json(trace: Trace, key: int | None, prefix: str) -> dict[str, int | N
     return {f"{prefix}stream": o.stream, f"{prefix}pid": o.pid}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class PairVerdict:
     producer: str
     consumer: str
@@ -117,7 +117,7 @@ class Section(Protocol):
     def text_lines(self) -> list[str]: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Analysis:
     trace: Trace
     streams: tuple[StreamStats, ...]

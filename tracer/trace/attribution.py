@@ -31,7 +31,7 @@ class Rule(str, Enum):
 RULES = tuple(Rule)  # Attribution.rule holds positions in this tuple
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Attribution:
     range_of_kernel: np.ndarray  # index into trace.ranges, -1 when none
     launch_tid: np.ndarray  # launching thread, -1 when the launch record is missing
@@ -139,4 +139,4 @@ def attribute(trace: Trace) -> Attribution:
         found = innermost_ranges(trace.ranges, _process(tid[left]), start[left], _process(trace.ranges.tid))
         rng[left[found >= 0]] = found[found >= 0]
         rule[left[found >= 0]] = RULES.index(Rule.BACKWARD_CALLER)
-    return Attribution(rng, tid, start, int((tid < 0).sum()), rule)
+    return Attribution(range_of_kernel=rng, launch_tid=tid, launch_start=start, no_launch_record=int((tid < 0).sum()), rule=rule)

@@ -85,7 +85,7 @@ class HazardKind(str, Enum):
 KINDS = tuple(HazardKind)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class KernelRef:
     kernel: str
     range: str
@@ -112,7 +112,7 @@ class AllocationRef:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hazard:
     kind: HazardKind
     may: bool  # a direction or extent was guessed
@@ -141,7 +141,7 @@ class Hazard:
                 "consumer": self.consumer.to_json(), "memory": memory}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Hazards:
     memory: bool
     kernels_with_memory: int = 0
@@ -219,7 +219,7 @@ class Hazards:
         return lines
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AccessRows:
     """One row per (kernel, access) of the kernels with memory sets, with what the search needs."""
 
@@ -244,8 +244,8 @@ def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[Acc
     col, mode = index.kernel_col[kern], la.mode[row]
     comp, order = _components(address, end, trace.kernels.device[kern])
     live = _shared(comp[order], col[order], mode[order])[comp] if len(comp) else np.zeros(0, dtype=bool)
-    rows = AccessRows(kern[live], row[live], col[live], trace.kernels.corr[kern[live]], address[live], end[live],
-                      mode[live], comp[live])
+    rows = AccessRows(kernel=kern[live], row=row[live], col=col[live], corr=trace.kernels.corr[kern[live]], address=address[live], end=end[live],
+                      mode=mode[live], comp=comp[live])
     return rows, ka.kernels_with_memory
 
 
@@ -264,7 +264,8 @@ def _shared(comp: np.ndarray, col: np.ndarray, mode: np.ndarray) -> np.ndarray:
     """Per component (rows given in component order): touched from more than one stream, one writing."""
     heads = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
     several = np.minimum.reduceat(col, heads) != np.maximum.reduceat(col, heads)
-    return several & np.maximum.reduceat((mode & WRITE) > 0, heads)
+    out: np.ndarray = several & np.maximum.reduceat((mode & WRITE) > 0, heads)
+    return out
 
 
 def _running_max(end: np.ndarray, device: np.ndarray) -> np.ndarray:
@@ -302,8 +303,10 @@ class _Keys:
     def at_least(self, comp: np.ndarray, corr: np.ndarray) -> np.ndarray:
         """The key of (comp, corr): rows of comp with an id >= corr have keys >= it, the others below."""
         if self.ids is None:
-            return comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
-        return comp * self.width + np.searchsorted(self.ids, corr, side="left")
+            key: np.ndarray = comp * self.width + (np.clip(corr, self.low - 1, self.high + 1) - self.low + 1)
+            return key
+        out: np.ndarray = comp * self.width + np.searchsorted(self.ids, corr, side="left")
+        return out
 
 
 @dataclass(frozen=True)
@@ -548,8 +551,9 @@ def _listed(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRows, p
         kind = KINDS[int(kinds[i])]
         alloc = _allocation(trace, memory, int(memory.launches.allocation[rows.row[c[i]]]))
         prev = _allocation(trace, memory, int(memory.launches.allocation[rows.row[p[i]]])) if kind is HazardKind.REUSE else None
-        out.append(Hazard(kind, bool(may[i]), int(gap[i]), _kernel_ref(trace, attr, memory, rows, p[i]),
-                          _kernel_ref(trace, attr, memory, rows, c[i]), start, stop - start, alloc, prev))
+        out.append(Hazard(kind=kind, may=bool(may[i]), gap_ns=int(gap[i]), producer=_kernel_ref(trace, attr, memory, rows, p[i]),
+                          consumer=_kernel_ref(trace, attr, memory, rows, c[i]), address=start, bytes=stop - start, allocation=alloc,
+                          previous_allocation=prev))
     return tuple(out)
 
 
@@ -558,9 +562,9 @@ def _kernel_ref(trace: Trace, attr: Attribution, memory: Memory, rows: AccessRow
     rng = int(attr.range_of_kernel[kern])
     name = int(memory.launches.op_name[rows.row[row]])
     k = trace.kernels
-    return KernelRef(trace.kernel_name(kern), trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
-                     attr.rule_of(kern).value, int(k.stream[kern]), int(k.corr[kern]),
-                     trace.strings[name] if name >= 0 else None, int(k.start[kern]), int(k.end[kern]), kern)
+    return KernelRef(kernel=trace.kernel_name(kern), range=trace.strings[int(trace.ranges.text[rng])] if rng >= 0 else "<unattributed>",
+                     rule=attr.rule_of(kern).value, stream=int(k.stream[kern]), corr=int(k.corr[kern]),
+                     op=trace.strings[name] if name >= 0 else None, start_ns=int(k.start[kern]), end_ns=int(k.end[kern]), index=kern)
 
 
 def _allocation(trace: Trace, memory: Memory, alloc_id: int) -> AllocationRef | None:

@@ -53,7 +53,7 @@ class ClockPairs:
         return max(offsets) - min(offsets)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobProcess:
     file: str  # the marker's stem: <host>-<pid>[-r<RANK>]
     label: str  # "rank R", or "pid P" without a rank; unique within the job
@@ -221,10 +221,11 @@ def read_marker(path: Path, run_dir: Path, chosen: str | None) -> JobProcess:
     trace = _trace_of(run_dir, stem, chosen)
     outcome, note = _outcome(data, ending, trace, run_dir, stem)
     exception = data.get("exception")
-    return JobProcess(stem, "", pid, _int(data, "ppid", path), str(data.get("host") or (m.group("host") if m else "?")),
-                      _int(data, "rank", path), _int(data, "local_rank", path), _int(data, "world_size", path),
-                      ending, code, sig, exception if isinstance(exception, str) else None, outcome,
-                      _int(data, "kernels", path), trace, note, _clock(data, path), bool(data.get("fork_child")))
+    return JobProcess(file=stem, label="", pid=pid, ppid=_int(data, "ppid", path), host=str(data.get("host") or (m.group("host") if m else "?")),
+                      rank=_int(data, "rank", path), local_rank=_int(data, "local_rank", path), world_size=_int(data, "world_size", path),
+                      ending=ending, exit=code, signal=sig, exception=exception if isinstance(exception, str) else None, outcome=outcome,
+                      kernels=_int(data, "kernels", path), trace_path=trace, note=note, clock=_clock(data, path),
+                      fork_child=bool(data.get("fork_child")))
 
 
 def _labels(procs: list[JobProcess]) -> list[JobProcess]:

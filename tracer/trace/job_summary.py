@@ -34,7 +34,7 @@ MAX_LISTED_COLLECTIVES = 200
 NEVER_CLOSED = np.iinfo(np.int64).max
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobLane:
     label: str  # "rank R GPU d stream s"
     process: str  # the process's label
@@ -49,7 +49,7 @@ class JobLane:
         return dict(self.__dict__)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StepStats:
     step: str  # the step's NVTX name, "outside steps", or "whole run" without step ranges
     kernels: int
@@ -72,7 +72,7 @@ class RankSteps:
         return {"process": self.process, "rank": self.rank, "steps": [s.to_json() for s in self.steps]}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CollectiveCall:
     process: str
     device: int
@@ -82,7 +82,7 @@ class CollectiveCall:
     end_ns: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Collective:
     """The k-th collective of every rank that ran any: who started it last, and by how much."""
 
@@ -100,7 +100,7 @@ class Collective:
                 "calls": [c.__dict__ for c in self.calls]}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Clock:
     offsets_ns: dict[str, int | None]  # per traced process: unix - cupti
     pair_spread_ns: dict[str, int | None]  # per traced process: how its own pairs disagree
@@ -118,7 +118,7 @@ class Clock:
                 "time_base": "unix ns: each process's CUPTI timestamps + its offset (median of its clock pairs)"}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobSummary:
     origin_unix_ns: int
     lanes: tuple[JobLane, ...]
@@ -137,7 +137,7 @@ class JobSummary:
         return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class JobAnalysis:
     job: Job
     analyses: tuple[Analysis | None, ...]  # per process of job.processes, None where no trace
@@ -267,7 +267,8 @@ def rank_steps(p: JobProcess, a: Analysis, shift: int) -> RankSteps:
         if not sel.any():
             continue
         span, busy, gap = union_stats(k.start[sel], k.end[sel])
-        rows.append(StepStats(name, int(sel.sum()), int(k.start[sel].min()) + shift, span, busy, gap))
+        rows.append(StepStats(step=name, kernels=int(sel.sum()), start_ns=int(k.start[sel].min()) + shift, span_ns=span, busy_ns=busy,
+                              largest_gap_ns=gap))
     return RankSteps(p.label, p.rank, tuple(rows))
 
 
@@ -289,8 +290,8 @@ def process_collectives(p: JobProcess, trace: Trace, shift: int) -> list[Collect
     k = trace.kernels
     idx = np.flatnonzero(collective_mask(trace))
     idx = idx[np.argsort(k.start[idx], kind="stable")]
-    return [CollectiveCall(p.label, int(k.device[i]), int(k.stream[i]), trace.kernel_name(int(i)),
-                           int(k.start[i]) + shift, int(k.end[i]) + shift) for i in idx.tolist()]
+    return [CollectiveCall(process=p.label, device=int(k.device[i]), stream=int(k.stream[i]), name=trace.kernel_name(int(i)),
+                           start_ns=int(k.start[i]) + shift, end_ns=int(k.end[i]) + shift) for i in idx.tolist()]
 
 
 def match_collectives(calls: dict[str, list[CollectiveCall]], error_ns: int | None) -> tuple[Collective, ...]:
@@ -305,9 +306,9 @@ def match_collectives(calls: dict[str, list[CollectiveCall]], error_ns: int | No
         last = max(row, key=lambda c: c.start_ns)
         late = last.start_ns - min(c.start_ns for c in row)
         ops = {collective_op(c.name) for c in row}
-        out.append(Collective(k, ops.pop() if len(ops) == 1 else "mixed", row, last.process,
-                              late, max(c.end_ns for c in row) - min(c.end_ns for c in row),
-                              error_ns is None or late <= error_ns))
+        out.append(Collective(index=k, op=ops.pop() if len(ops) == 1 else "mixed", calls=row, straggler=last.process,
+                              late_ns=late, end_spread_ns=max(c.end_ns for c in row) - min(c.end_ns for c in row),
+                              within_error=error_ns is None or late <= error_ns))
     return tuple(out)
 
 
@@ -342,8 +343,10 @@ def clock_check(job: Job, collectives: tuple[Collective, ...]) -> Clock:
     else:
         error, basis = None, ("unknown: several hosts and no collective to compare their wall clocks" if hosts else
                               "unknown: a process has one clock pair or none, and no collective checks it")
-    return Clock(offsets, spreads, pairs_error, len(multi), med, max(spread) if spread else None,
-                 {k: round(median(v)) for k, v in residual.items()}, error, basis, _clock_notes(traced, offsets, spreads))
+    return Clock(offsets_ns=offsets, pair_spread_ns=spreads, pairs_error_ns=pairs_error, collectives_checked=len(multi), end_spread_median_ns=med,
+                 end_spread_max_ns=max(spread) if spread else None,
+                 residual_ns={k: round(median(v)) for k, v in residual.items()}, error_ns=error, basis=basis,
+                 notes=_clock_notes(traced, offsets, spreads))
 
 
 def _clock_notes(traced: list[JobProcess], offsets: dict[str, int | None], spreads: dict[str, int | None]) -> tuple[str, ...]:
@@ -389,15 +392,16 @@ def summarize(job: Job, analyses: tuple[Analysis | None, ...]) -> JobSummary:
             if s.kernels == 0:  # a stream of copies only (gloo's): lanes are where kernels ran
                 continue
             n = int((mask & (k.device == s.device) & (k.stream == s.stream)).sum())
-            lanes.append(JobLane(f"{p.label} GPU {s.device} stream {s.stream}", p.label, p.rank, s.device, s.stream,
-                                 s.kernels, n, s.busy_ns))
+            lanes.append(JobLane(label=f"{p.label} GPU {s.device} stream {s.stream}", process=p.label, rank=p.rank, device=s.device, stream=s.stream,
+                                 kernels=s.kernels, collectives=n, busy_ns=s.busy_ns))
         if len(k):
             ranks.append(rank_steps(p, a, shift))
         calls[p.label] = process_collectives(p, a.trace, shift)
     first = match_collectives(calls, None)
     clock = clock_check(job, first)
     matched = match_collectives(calls, clock.error_ns)
-    return JobSummary(t0, tuple(lanes), tuple(ranks), {k: len(v) for k, v in calls.items() if v}, matched, clock)
+    return JobSummary(origin_unix_ns=t0, lanes=tuple(lanes), ranks=tuple(ranks), collectives_per_process={k: len(v) for k, v in calls.items() if v},
+                      collectives=matched, clock=clock)
 
 
 def require_kernels(job: Job) -> None:
@@ -415,7 +419,7 @@ def analyze_job(job: Job, pairs: PairSpec, hazards: bool = True) -> JobAnalysis:
     none to pair), then the job summary. A pair glob that matches nothing in a process with kernels
     is the usage error of `analyze`, named by the process; a job without any kernel is an error."""
     require_kernels(job)
-    analyses = []
+    analyses: list[Analysis | None] = []
     for p, t in zip(job.processes, job.traces):
         if t is None:
             analyses.append(None)
@@ -426,4 +430,4 @@ def analyze_job(job: Job, pairs: PairSpec, hazards: bool = True) -> JobAnalysis:
             raise UsageError(f"{p.label} ({p.file}): {exc}") from exc
     empty = [p.label for p, t in job.traced() if len(t.kernels) == 0]
     notes = (f"traced without kernels (nothing to judge): {', '.join(empty)}",) if empty else ()
-    return JobAnalysis(job, tuple(analyses), summarize(job, tuple(analyses)), pairs, notes)
+    return JobAnalysis(job=job, analyses=tuple(analyses), summary=summarize(job, tuple(analyses)), pair_spec=pairs, notes=notes)

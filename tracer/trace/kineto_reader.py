@@ -81,7 +81,7 @@ class _Text:
     def peek(self) -> str:
         """The next character that is not whitespace ("" at the end of the file)."""
         while True:
-            self.i = SPACE.match(self.buf, self.i).end()
+            self.i = SPACE.match(self.buf, self.i).end()  # type: ignore[union-attr]  # the pattern matches (maybe empty) at every index
             if self.i < len(self.buf) or not self._more():
                 return self.buf[self.i:self.i + 1]
 
@@ -168,7 +168,7 @@ def _bad_number(key: str, v: object, low: float) -> BadEvent:
     return BadEvent(f"'{key}' is {v!r:.40} (allowed: a finite number of microseconds, {low:g} to {MAX_US:g})")
 
 
-def _int(d: dict, key: str, default: int) -> int:
+def _int(d: dict[str, Any], key: str, default: int) -> int:
     v = d.get(key, default)
     if type(v) is not int or not -MAX_ID <= v <= MAX_ID:
         raise BadEvent(f"'{key}' is {v!r:.40} (allowed: an integer)")
@@ -183,8 +183,8 @@ class _Columns:
         self.s = Interner()
         self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name = (
             array("d"), array("d"), array("q"), array("q"), array("q"), array("q"))
-        self.apis = [array("d"), array("d"), array("q"), array("q"), array("q")]
-        self.ranges = [array("d"), array("d"), array("q"), array("q")]
+        self.apis: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q")]
+        self.ranges: list[array[Any]] = [array("d"), array("d"), array("q"), array("q")]
         self.syncs: list[Sync] = []
         self.records: dict[int, EventRecord] = {}
         self.memcpy = self.memset = 0
@@ -213,9 +213,11 @@ class _Columns:
             self.memset += 1
             self._transfer(e, MEMSET)
 
-    def _common(self, e: dict) -> tuple[dict, tuple[float, float], str]:
+    def _common(self, e: dict[str, Any]) -> tuple[dict[str, Any], tuple[float, float], str]:
         """args, (start, end) and the name of an event that is read, each checked."""
-        name, args, ts, dur = e.get("name"), e.get("args"), e.get("ts"), e.get("dur")
+        name, args = e.get("name"), e.get("args")
+        ts: Any = e.get("ts")
+        dur: Any = e.get("dur")
         if type(name) is not str:
             raise BadEvent(f"'name' is {name!r:.40} (allowed: a string)")
         if args is None:
@@ -228,7 +230,7 @@ class _Columns:
             raise _bad_number("dur", dur, 0)
         return args, (float(ts), float(ts + dur)), name
 
-    def _kernel(self, e: dict) -> None:
+    def _kernel(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
         device, stream, corr = args.get("device", 0), args.get("stream", -1), args.get("correlation", -1)
         if not (type(device) is int and type(stream) is int and type(corr) is int
@@ -257,12 +259,13 @@ class _Columns:
         if kind in (SyncKind.WAIT, SyncKind.EVENT) and key != -1:
             self.records[key] = EventRecord(device, _int(args, "wait_on_stream", -1), key, key)
         stream = _int(args, "stream", -1) if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1
-        self.syncs.append(Sync(kind, device, stream, _int(args, "correlation", -1), key, _ns(start), _ns(end), -1, name))
+        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key, start=_ns(start), end=_ns(end),
+                               tid=-1, api=name))
 
     def trace(self, path: Path) -> Trace:
         kernels = _sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
                           order=(0, 1, 2, 3, 4, 5))
-        api = Apis(*_sorted(self.apis, order=(3,)))
+        api = from_columns(Apis, _sorted(self.apis, order=(3,)))
         syncs = sorted(self.syncs, key=lambda y: y.corr)
         tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
@@ -277,7 +280,7 @@ class _Columns:
                          graph_node=np.zeros(len(start), dtype=np.int64))
 
 
-def _append(cols: list[array], row: tuple) -> None:
+def _append(cols: list[array[Any]], row: tuple[Any, ...]) -> None:
     for col, v in zip(cols, row):
         col.append(v)
 
@@ -286,7 +289,7 @@ def _ns(us: float) -> int:
     return int(round(float(us) * 1000))
 
 
-def _sorted(cols: list[array], order: tuple[int, ...]) -> list[np.ndarray]:
+def _sorted(cols: list[array[Any]], order: tuple[int, ...]) -> list[np.ndarray]:
     """int64 columns (the time columns in nanoseconds), rows sorted by the columns in `order`
     (stable: rows equal on those keep the file's order)."""
     out = [np.rint(np.frombuffer(c, dtype=np.float64) * 1000).astype(np.int64) if c.typecode == "d"
@@ -304,7 +307,7 @@ def read_kineto(path: Path) -> Trace:
     i = -1
     try:
         with _open(path) as fh:
-            for i, e in enumerate(trace_events(fh)):
+            for i, e in enumerate(trace_events(fh)):  # noqa: B007  # i names the bad event in the error below
                 cols.add(e)
                 if i >= MAX_EVENTS:
                     raise BadJson(f"more than {MAX_EVENTS:,} traceEvents (split the profile: fewer steps per trace)")

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # noqa: F401 (MEMORY_TABLES: writers import it here too)
-from tracer.trace.model import Kernels, expand_ranges
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # writers import MEMORY_TABLES from here too
+from tracer.trace.model import Kernels, expand_ranges, from_columns
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
 READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
@@ -33,7 +33,7 @@ REQUIRED = ("TRACER_OPS", "TRACER_MEMORY_ACCESS")  # the capture writes both whe
 ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class LaunchAccesses:
     """One row per (launch call, access of the op it was made in), sorted by the launch's correlation
     id; an op without accesses has one row with mode 0 (the kernel's set is known to be empty)."""
@@ -66,7 +66,7 @@ class ForwardOps:
     start: np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Allocations:
     id: np.ndarray  # sorted
     device: np.ndarray
@@ -86,7 +86,7 @@ class Allocations:
         return np.where((self.id[at] == ids) & (ids >= 0), at, -1)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class HostQueries:
     """cudaEventQuery / cudaStreamQuery calls that returned cudaSuccess: the host saw completion."""
 
@@ -139,7 +139,7 @@ def no_graph_launches() -> GraphLaunches:
     return GraphLaunches(e, e, e, e)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Memory:
     recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
     launches: LaunchAccesses
@@ -179,7 +179,7 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
     return lambda: _finish(db, recorded, job.result())
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Fetched:
     """Memory's columns as read, names still StringIds ids."""
 
@@ -228,7 +228,7 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
     """Each node's making launch: its own row's correlation id, else its original's (clones of
     clones followed up to MAX_CLONE_DEPTH; a cycle, a longer chain or one that ends at no launch
     gives -1, and the node's kernels stay without a memory set)."""
-    made = {n: c for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
+    made: dict[int, int] = {n: c for n, c in zip(node.tolist(), corr.tolist()) if c >= 0}
     parent = {n: o for n, o in zip(node.tolist(), original.tolist()) if o >= 0}
 
     def maker(at: int) -> int:

@@ -12,14 +12,24 @@ key back to (pid, device, raw stream id) for what is shown.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields, replace
 from enum import Enum
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
     from tracer.trace.memory import Memory
+
+Record = TypeVar("Record", bound="DataclassInstance")
+
+
+def from_columns(cls: type[Record], columns: Sequence[Any]) -> Record:
+    """A columnar record from its columns in field order (records of more than 4 fields take keywords only)."""
+    return cls(**{f.name: column for f, column in zip(fields(cls), columns)})
 
 
 class SyncKind(str, Enum):
@@ -110,7 +120,7 @@ class Transfers:
         return f"[memcpy {COPY_KINDS.get(int(self.copy_kind[i]), 'unknown')}]"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Apis:
     """Runtime and driver API calls (launches, records, waits, syncs), by correlation id."""
 
@@ -139,7 +149,7 @@ class EventRecord:
     key: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Sync:
     kind: SyncKind
     device: int
@@ -162,7 +172,7 @@ class Ranges:
     text: np.ndarray  # index into Trace.strings
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Trace:
     source: str
     producer: str
@@ -257,8 +267,8 @@ def lex_search(keys: tuple[np.ndarray, np.ndarray], query: tuple[np.ndarray, np.
     if (amax - amin + 1) * span < (1 << 62):
         key = (a - amin) * span + (b - bmin + 1)
         q = (qa - amin) * span + (np.clip(qb, bmin - 1, bmax + 1) - bmin + 1)
-        return np.searchsorted(key, q, side=side)  # type: ignore[call-overload]
+        return np.searchsorted(key, q, side=side)  # type: ignore[call-overload,no-any-return]  # side: a str, the stubs want a Literal
     dt = np.dtype([("a", np.int64), ("b", np.int64)])
     k, q2 = np.empty(len(a), dtype=dt), np.empty(len(qa), dtype=dt)
     k["a"], k["b"], q2["a"], q2["b"] = a, b, qa, qb
-    return np.searchsorted(k, q2, side=side)  # type: ignore[call-overload]
+    return np.searchsorted(k, q2, side=side)  # type: ignore[call-overload,no-any-return]  # side: a str, the stubs want a Literal

@@ -145,7 +145,7 @@ def fetch_apis(db: SqliteTables) -> Apis:
     table = "CUPTI_ACTIVITY_KIND_RUNTIME"
     if table not in db.tables:
         e = np.zeros(0, dtype=np.int64)
-        return Apis(e, e, e, e, e)
+        return Apis(start=e, end=e, tid=e, corr=e, name=e)
     start, end, tid, corr, nid = db.ints(table, [Col("start", None), Col("end", None), Col("globalTid"),
                                                  Col("correlationId"), Col("nameId")])
     db.check_times(table, start, end, corr=corr)
@@ -175,7 +175,7 @@ def read_ranges(db: SqliteTables) -> Ranges:
         if len(keys):
             by_rowid = np.argsort(rowid, kind="stable")
             at = by_rowid[np.searchsorted(rowid[by_rowid], keys)]
-            names[at] = db.intern_all(texts)  # type: ignore[arg-type]
+            names[at] = db.intern_all(texts)  # type: ignore[arg-type]  # the query keeps no NULL text (text IS NOT NULL)
     order = np.argsort(start, kind="stable")
     return Ranges(start[order], end[order], tid[order], names[order])
 
@@ -225,8 +225,8 @@ def read_syncs(db: SqliteTables, cols: list[np.ndarray], apis: Apis) -> tuple[Sy
             kinds[name] = (db.strings[name], classify_api(db.strings[name]))
         api, by_name = kinds[name]
         kind = by_name or SYNC_TYPE.get(stype[n], SyncKind.UNKNOWN)
-        out.append(Sync(kind, dev[n], stream[n] if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr[n],
-                        key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start[n], end[n], tids[n], api))
+        out.append(Sync(kind=kind, device=dev[n], stream=stream[n] if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1, corr=corr[n],
+                        key=key[n] if kind in (SyncKind.WAIT, SyncKind.EVENT) else -1, start=start[n], end=end[n], tid=tids[n], api=api))
     return tuple(out)
 
 

@@ -47,7 +47,7 @@ class EdgeKind(str, Enum):
     HOST_SYNC = "host-sync"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Edge:
     """The evidence that orders a pair."""
 
@@ -156,9 +156,11 @@ class OrderingIndex:
             rec: EventRecord | None = by_corr.get(rec_corr) if kind == QUERY_EVENT else None
             devs = devices.get(stream, []) if kind == QUERY_STREAM else []
             if rec is not None:
-                out.append(Sync(SyncKind.EVENT, rec.device, -1, corr, rec.key, start, end, tid, "cudaEventQuery"))
+                out.append(Sync(kind=SyncKind.EVENT, device=rec.device, stream=-1, corr=corr, key=rec.key, start=start, end=end, tid=tid,
+                                api="cudaEventQuery"))
             elif len(devs) == 1:
-                out.append(Sync(SyncKind.STREAM, devs[0], stream, corr, -1, start, end, tid, "cudaStreamQuery"))
+                out.append(Sync(kind=SyncKind.STREAM, device=devs[0], stream=stream, corr=corr, key=-1, start=start, end=end, tid=tid,
+                                api="cudaStreamQuery"))
             else:
                 self.unmatched_queries += 1
         return out
@@ -219,7 +221,7 @@ class OrderingIndex:
         first = int(np.argmax(clocks[:hi, cx] > p_corr))  # the earliest wait that orders them
         w = self.wait_sync[y][first]
         rec = self.records[w.key]
-        return Edge(EdgeKind.EVENT, rec.stream, rec.corr, w.stream, w.corr, w.key, w.api)
+        return Edge(kind=EdgeKind.EVENT, record_stream=rec.stream, record_corr=rec.corr, wait_stream=w.stream, wait_corr=w.corr, key=w.key, api=w.api)
 
     def wait_positions(self, c: np.ndarray) -> WaitPositions:
         """(stream y, mask of c on y, how many of y's matched waits precede each): what
@@ -252,7 +254,7 @@ class OrderingIndex:
             same_thread = y.tid >= 0 and y.tid == self.launch_tid[c]
             later = self.launch_start[c] >= 0 and self.launch_start[c] >= y.end
             if same_thread or later:
-                return Edge(EdgeKind.HOST_SYNC, wait_stream=y.stream if y.stream >= 0 else None, wait_corr=y.corr, api=y.api)
+                return Edge(kind=EdgeKind.HOST_SYNC, wait_stream=y.stream if y.stream >= 0 else None, wait_corr=y.corr, api=y.api)
         return None
 
     def _covers(self, y: Sync, p_key: StreamKey, p_corr: int) -> bool:
@@ -332,7 +334,7 @@ class OrderingIndex:
         px, cy = (int(k.device[p]), int(k.stream[p])), (int(k.device[c]), int(k.stream[c]))
         p_corr, c_corr = int(k.corr[p]), int(k.corr[c])
         if px == cy and p_corr < c_corr:
-            return Ordered(Verdict.SAME_STREAM, Edge(EdgeKind.STREAM_ORDER))
+            return Ordered(Verdict.SAME_STREAM, Edge(kind=EdgeKind.STREAM_ORDER))
         if px != cy:
             edge = self._event_edge(self.col[px], p_corr, self.col[cy], c_corr)
             if edge is not None:
@@ -362,4 +364,5 @@ class OrderingIndex:
     def frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work happens before c, by event
         edges or host syncs (a kernel on x below it is ordered before c)."""
-        return np.maximum(self.event_frontier(c, x, at), self.host_frontier(c, x))
+        out: np.ndarray = np.maximum(self.event_frontier(c, x, at), self.host_frontier(c, x))
+        return out

@@ -85,7 +85,7 @@ class PairSpec:
     def __str__(self) -> str:
         if self.mode is PairMode.GLOBS:
             return ", ".join(f"{p} -> {c}" for p, c in self.globs)
-        return self.mode.value
+        return str(self.mode.value)
 
 
 def parse_pair(spec: str) -> GlobPair:

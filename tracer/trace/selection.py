@@ -38,7 +38,7 @@ def require_matches(trace: Trace, attr: Attribution, globs: Iterable[tuple[str, 
             if not any(rx.match(n) for n in names):
                 raise UsageError(f"pair glob {glob!r} matches no NVTX range holding a GPU operation (kernel, copy or memset) "
                                  f"({len(names)} such names; closest: {closest(glob, names)})")
-        if not any(p_rx.match(p.producer) and c_rx.match(p.consumer) for p in formed):  # type: ignore[attr-defined]
+        if not any(p_rx.match(p.producer) and c_rx.match(p.consumer) for p in formed):  # type: ignore[attr-defined]  # formed is typed object: PairVerdicts, not imported here
             raise UsageError(f"pairs {producer}:{consumer} formed no pair: no {consumer!r} range follows a "
                              f"{producer!r} range with the same '*' parts, so nothing would be checked")
 

@@ -80,7 +80,7 @@ class InThread(threading.Thread, Generic[T]):
         self.join()
         if self.error is not None:
             raise self.error
-        return self.value  # type: ignore[return-value]
+        return self.value  # type: ignore[return-value]  # value is T once run() ended without an error
 
 
 class SqliteTables:
@@ -231,7 +231,7 @@ class SqliteTables:
         ids, values = self.texts("StringIds", "value", key="id")
         if any(v is None for v in values):
             raise TraceFormatError(f"{self.path}: StringIds.value holds NULL strings")
-        self.strings = list(values)  # type: ignore[arg-type]
+        self.strings = list(values)  # type: ignore[arg-type]  # NULL strings were refused just above
         order = np.argsort(ids, kind="stable")
         self._ids, self._pos = ids[order], order.astype(np.int64)
 

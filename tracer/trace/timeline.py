@@ -59,7 +59,7 @@ class ColumnMix:
     busy_us: np.ndarray  # (columns, categories)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Lane:
     label: str
     device: int
@@ -76,7 +76,7 @@ class Lane:
         return self.mix is not None
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RangeLane:
     label: str
     start_us: np.ndarray
@@ -86,7 +86,7 @@ class RangeLane:
     aggregated: bool
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Arrow:
     x0_us: float
     lane0: int
@@ -98,7 +98,7 @@ class Arrow:
     consumer: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Mark:
     """A kernel a drawn pair or hazard is about, drawn on top with a minimum width and an outline."""
 
@@ -110,7 +110,7 @@ class Mark:
     kernel: int
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Strip:
     """Arrows of one kind too many to draw: their count per pixel column (at the consumer end)."""
 
@@ -121,7 +121,7 @@ class Strip:
     counts: np.ndarray
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class TimelineData:
     title: str
     subtitle: str  # what is applied: range, window and why
@@ -142,12 +142,15 @@ class TimelineData:
 class HazardLike(Protocol):
     """What the timeline needs of a hazard: its kind and the kernel index of both sides."""
 
-    kind: object  # "RAW", "WAR", "WAW", "reuse" (str or str Enum)
-    producer_index: int
-    consumer_index: int
+    @property
+    def kind(self) -> object: ...  # "RAW", "WAR", "WAW", "reuse" (str or str Enum)
+    @property
+    def producer_index(self) -> int: ...
+    @property
+    def consumer_index(self) -> int: ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Frame:
     """Where each kernel goes: times in microseconds from the first kernel, lane (-1: none)."""
 
@@ -217,7 +220,7 @@ def make_frame(a: Analysis, t0: int | None = None) -> Frame:
         kp = np.where(folded, _pack(k.device, np.full(len(k), FOLDED, dtype=np.int64)), kp)
     pos = np.clip(np.searchsorted(packed[order], kp), 0, max(len(keys) - 1, 0))
     lane = np.where(packed[order][pos] == kp, order[pos], -1) if len(keys) else np.full(len(k), -1)
-    return Frame(t0, keys, lane.astype(np.int64), (k.start - t0) / 1e3, (k.end - t0) / 1e3)
+    return Frame(t0=t0, lane_keys=keys, lane_of_kernel=lane.astype(np.int64), start_us=(k.start - t0) / 1e3, end_us=(k.end - t0) / 1e3)
 
 
 def folded_streams(a: Analysis) -> set[tuple[int, int]]:
@@ -280,11 +283,11 @@ def _arrow(frame: Frame, p: int, c: int, kind: str, label: str) -> Arrow | None:
     n = len(frame.lane_of_kernel)
     if not (0 <= p < n and 0 <= c < n) or frame.lane_of_kernel[p] < 0 or frame.lane_of_kernel[c] < 0:
         return None
-    return Arrow(float(frame.end_us[p]), int(frame.lane_of_kernel[p]), float(frame.start_us[c]),
-                 int(frame.lane_of_kernel[c]), kind, label, p, c)
+    return Arrow(x0_us=float(frame.end_us[p]), lane0=int(frame.lane_of_kernel[p]), x1_us=float(frame.start_us[c]),
+                 lane1=int(frame.lane_of_kernel[c]), kind=kind, label=label, producer=p, consumer=c)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class EventEdges:
     """Event record -> stream wait edges: the last kernel before the record on its stream and the
     first kernel after the wait on the waiting stream, with both streams and the event key."""
@@ -311,7 +314,8 @@ def event_edges(a: Analysis) -> EventEdges:
     p = index.neighbour(cols[:, 0], cols[:, 1], cols[:, 2], after=False)
     c = index.neighbour(cols[:, 3], cols[:, 4], cols[:, 5], after=True)
     ok = (p >= 0) & (c >= 0)
-    return EventEdges(p[ok], c[ok], cols[ok, 0], cols[ok, 1], cols[ok, 3], cols[ok, 4], cols[ok, 6])
+    return EventEdges(producer=p[ok], consumer=c[ok], record_device=cols[ok, 0], record_stream=cols[ok, 1], wait_device=cols[ok, 3],
+                      wait_stream=cols[ok, 4], key=cols[ok, 6])
 
 
 class _SubmissionIndex:
@@ -464,9 +468,11 @@ def column_busy(start: np.ndarray, end: np.ndarray, cat: np.ndarray, x0: float, 
         size = (ncols + 2) * ncat
         n = np.bincount(b, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
         total = np.bincount(b, weights=rel, minlength=size).reshape(ncols + 2, ncat).cumsum(0)[: ncols + 1]
-        return n * edges[:, None] - total
+        out: np.ndarray = n * edges[:, None] - total
+        return out
 
-    return np.maximum(np.diff(g(start) - g(end), axis=0), 0.0)
+    busy: np.ndarray = np.maximum(np.diff(g(start) - g(end), axis=0), 0.0)
+    return busy
 
 
 def aggregate(start: np.ndarray, end: np.ndarray, group: np.ndarray, pixel: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -540,7 +546,8 @@ def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | N
         label = (f"{prefix} " if prefix else "") + f"CPU thread {int(tid) & 0xFFFFFF} NVTX"
         if len(idx) > MAX_BARS_PER_LANE:  # one bar per (pixel column, depth), names dropped
             st, wd, depth = aggregate(st, en, depth, view.px_us)
-            out.append(RangeLane(label + " (aggregated)", st, np.maximum(wd, view.px_us), depth, (), True))
+            out.append(RangeLane(label=label + " (aggregated)", start_us=st, width_us=np.maximum(wd, view.px_us), depth=depth, names=(),
+                                 aggregated=True))
             continue
         names = tuple(t.strings[int(i)] for i in r.text[idx])
         if float((en - st).max()) < view.px_us:  # else it would look empty: say why it is thin
@@ -582,8 +589,8 @@ def event_arrows(edges: EventEdges, frame: Frame, view: _View) -> tuple[list[Arr
     ok = (lane0 >= 0) & (lane1 >= 0) & (((x1 >= view.lo) & (x1 <= view.hi)) | ((x0 >= view.lo) & (x0 <= view.hi)))
     if ok.sum() > MAX_ARROWS_PER_KIND:
         return [], [_strip(EVENT, x1[ok], view, 0)]
-    return [Arrow(float(x0[i]), int(lane0[i]), float(x1[i]), int(lane1[i]), EVENT, f"event {int(edges.key[i])}",
-                  int(p[i]), int(c[i])) for i in np.nonzero(ok)[0]], []
+    return [Arrow(x0_us=float(x0[i]), lane0=int(lane0[i]), x1_us=float(x1[i]), lane1=int(lane1[i]), kind=EVENT, label=f"event {int(edges.key[i])}",
+                  producer=int(p[i]), consumer=int(c[i])) for i in np.nonzero(ok)[0]], []
 
 
 def split_arrows(arrows: Sequence[Arrow], view: _View, totals: dict[str, int]) -> tuple[list[Arrow], list[Strip]]:
@@ -605,7 +612,7 @@ def _strip(kind: str, x1: np.ndarray, view: _View, total: int) -> Strip:
     counts, _ = np.histogram(np.clip(x1, view.lo, view.hi), bins=view.ncols, range=(view.lo, view.hi))
     of = f" of {total:,}" if total > len(x1) else ""
     label = f"{STRIP_NAMES.get(kind, f'{kind} pairs')}: {len(x1):,}{of} (max {int(counts.max())}/column)"
-    return Strip(kind, label, view.lo, view.px_us, counts)
+    return Strip(kind=kind, label=label, x0_us=view.lo, col_us=view.px_us, counts=counts)
 
 
 def marks_for(arrows: Sequence[Arrow], frame: Frame, sel: np.ndarray, cat: np.ndarray, other: int,
@@ -625,7 +632,7 @@ def marks_for(arrows: Sequence[Arrow], frame: Frame, sel: np.ndarray, cat: np.nd
         w = max(e - s, MARK_MIN_PX * view.px_us)
         pos = int(np.searchsorted(sel, kern))
         c = int(cat[pos]) if pos < len(sel) and sel[pos] == kern else other
-        out.append(Mark(int(frame.lane_of_kernel[kern]), (s + e) / 2 - w / 2, w, c, kind, kern))
+        out.append(Mark(lane=int(frame.lane_of_kernel[kern]), start_us=(s + e) / 2 - w / 2, width_us=w, category=c, kind=kind, kernel=kern))
     return tuple(out)
 
 
@@ -685,8 +692,8 @@ def _merged_frame(frames: Sequence[Frame]) -> tuple[Frame, np.ndarray, np.ndarra
     koff = np.cumsum([0] + [len(f.lane_of_kernel) for f in frames])
     loff = np.cumsum([0] + [len(f.lane_keys) for f in frames])
     lane = np.concatenate([np.where(f.lane_of_kernel >= 0, f.lane_of_kernel + loff[i], -1) for i, f in enumerate(frames)])
-    return (Frame(0, tuple(key for f in frames for key in f.lane_keys), lane.astype(np.int64),
-                  np.concatenate([f.start_us for f in frames]), np.concatenate([f.end_us for f in frames])), koff, loff)
+    return (Frame(t0=0, lane_keys=tuple(key for f in frames for key in f.lane_keys), lane_of_kernel=lane.astype(np.int64),
+                  start_us=np.concatenate([f.start_us for f in frames]), end_us=np.concatenate([f.end_us for f in frames])), koff, loff)
 
 
 def _event_strip(arrows: list[Arrow], strips: list[Strip], view: _View) -> tuple[list[Arrow], list[Strip]]:
@@ -698,13 +705,14 @@ def _event_strip(arrows: list[Arrow], strips: list[Strip], view: _View) -> tuple
     x1 = np.clip(np.array([a.x1_us for a in arrows], dtype=np.float64), view.lo, view.hi)
     counts = np.histogram(x1, bins=view.ncols, range=(view.lo, view.hi))[0] + sum((st.counts for st in strips), 0)
     label = f"{STRIP_NAMES[EVENT]}: {int(counts.sum()):,} (max {int(counts.max())}/column)"
-    return [], [Strip(EVENT, label, view.lo, view.px_us, counts)]
+    return [], [Strip(kind=EVENT, label=label, x0_us=view.lo, col_us=view.px_us, counts=counts)]
 
 
 def _timeline(parts: Sequence[TimelinePart], window: tuple[float, float] | None, range_regex: str | None,
               show_pairs: bool, width_px: int, title: str, extra: tuple[str, ...], counted: str = "",
               time_from: str = "the first kernel") -> TimelineData:
-    rx = re.compile(parse_range(range_regex)) if range_regex is not None else None
+    pattern = parse_range(range_regex)
+    rx = re.compile(pattern) if pattern is not None else None
     frames = [make_frame(p.analysis, -p.shift_ns) for p in parts]
     frame, koff, loff = _merged_frame(frames)
     base = np.concatenate([_base_kernels(p.analysis, f, rx) + koff[i] for i, (p, f) in enumerate(zip(parts, frames))])
@@ -744,8 +752,9 @@ def _timeline(parts: Sequence[TimelinePart], window: tuple[float, float] | None,
     subtitle = _subtitle(modes.pop() if len(modes) == 1 else "mixed", totals.get(Verdict.UNORDERED.value, 0),
                          sum(len(hazards_of(p.analysis)) for p in parts), range_regex, view, unit, why, color_by,
                          drawn_unordered)
-    return TimelineData(title, "  ·  ".join((subtitle, *extra)), _hint(view, unit, why), (view.lo, view.hi), unit,
-                        color_by, names, lanes, ranges, tuple(drawn), marks, tuple(strips), time_from)
+    return TimelineData(title=title, subtitle="  ·  ".join((subtitle, *extra)), hint=_hint(view, unit, why), window_us=(view.lo, view.hi), unit=unit,
+                        color_by=color_by, categories=names, lanes=lanes, range_lanes=ranges, arrows=tuple(drawn), marks=marks, strips=tuple(strips),
+                        time_from=time_from)
 
 
 def _require_shown(parts: Sequence[TimelinePart], frame: Frame, shown: int, range_regex: str | None,

@@ -24,7 +24,7 @@ PLANTED_DELAY_CYCLES = 4_000_000
 TORCH_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Traits:
     """What a workload kind does differently from the others."""
 
@@ -66,7 +66,7 @@ class Fp8Pair:
     scale_inv: torch.Tensor
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Layer:
     weight: torch.Tensor  # [out, in] in the input dtype
     x: ScalingState
@@ -111,7 +111,7 @@ class Engine:
         if self.uninit_scale is not None:
             self.uninit_scale[:1].fill_(1.0)
             states[Role.GRAD_OUTPUT].scale = self.uninit_scale  # planted_uninit: scale[1] is never written
-        return Layer(weight, x=states[Role.INPUT], w=states[Role.WEIGHT], go=states[Role.GRAD_OUTPUT],
+        return Layer(weight=weight, x=states[Role.INPUT], w=states[Role.WEIGHT], go=states[Role.GRAD_OUTPUT],
                      main_grad=torch.zeros(out_dim, s.hidden, device=self.device))
 
     def states(self) -> Iterator[ScalingState]:
@@ -276,7 +276,7 @@ class Engine:
         if i == self.spec.cross_stream_layer:  # planted: no wait on the cast-transpose
             with torch.cuda.stream(self.side), nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)
-            torch.cuda.current_stream(self.device).wait_stream(self.side)
+            torch.cuda.current_stream(self.device).wait_stream(self.side)  # type: ignore[arg-type]  # side is set on CUDA
         else:
             with nvtx_range(f"{where}/dgrad"):
                 dx = self.gemm(g8, True, w8, False)

@@ -13,7 +13,7 @@ class WorkloadFailed(TargetFailed):
     """The workload itself failed on the GPU (a kernel fault, a CUDA error)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RunReport:
     spec: WorkloadSpec
     verdicts: tuple[CheckVerdict, ...]
@@ -73,8 +73,8 @@ def run_workload(spec: WorkloadSpec, device: str = "cuda") -> RunReport:
     cfg = str(spec.config) if spec.config else "auto"
     failed = tuple(sorted({w.step for _, w, bad, _ in results if bad}))
     name = torch.cuda.get_device_name() if device == "cuda" else "cpu"
-    return RunReport(spec, tuple(summarize(results)), counts, dict(engine.amax_contributions),
-                     time.perf_counter() - start, name, cfg, failed)
+    return RunReport(spec=spec, verdicts=tuple(summarize(results)), update_counts=counts, amax_contributions=dict(engine.amax_contributions),
+                     seconds=time.perf_counter() - start, device=name, config=cfg, failed_steps=failed)
 
 
 def format_report(r: RunReport) -> str:

@@ -22,40 +22,40 @@ class Kind(str, Enum):
 
 
 WORKLOAD_SCHEMA: dict[str, Any] = {
-    "schema": Field(int, required=True),
-    "workload": Field(str, required=True, choices=tuple(k.value for k in Kind)),
-    "description": Field(str, default=""),
+    "schema": Field(kind=int, required=True),
+    "workload": Field(kind=str, required=True, choices=tuple(k.value for k in Kind)),
+    "description": Field(kind=str, default=""),
     "params": {
-        "steps": Field(int, 3, minimum=1, maximum=1_000_000),
-        "seed": Field(int, 0, minimum=0, maximum=(1 << 63) - 1),
-        "variant": Field(str, "none", choices=tuple(v.value for v in Variant)),
-        "config": Field(str, "auto"),
-        "in_dtype": Field(str, "bf16", choices=tuple(d.value for d in InDtype)),
-        "tokens": Field(int, 4096, minimum=16, maximum=1 << 20),
-        "hidden": Field(int, 4096, minimum=16, maximum=1 << 16),
-        "out_features": Field(int, 0, minimum=0, maximum=1 << 16),
-        "layers": Field(int, 1, minimum=1, maximum=256),
-        "microbatches": Field(int, 1, minimum=1, maximum=1024),
-        "checkpointing": Field(bool, False),
-        "input_scale": Field(float, 1.0, minimum=1e-30),
-        "cross_stream_layer": Field(int, -1, minimum=-1),
+        "steps": Field(kind=int, default=3, minimum=1, maximum=1_000_000),
+        "seed": Field(kind=int, default=0, minimum=0, maximum=(1 << 63) - 1),
+        "variant": Field(kind=str, default="none", choices=tuple(v.value for v in Variant)),
+        "config": Field(kind=str, default="auto"),
+        "in_dtype": Field(kind=str, default="bf16", choices=tuple(d.value for d in InDtype)),
+        "tokens": Field(kind=int, default=4096, minimum=16, maximum=1 << 20),
+        "hidden": Field(kind=int, default=4096, minimum=16, maximum=1 << 16),
+        "out_features": Field(kind=int, default=0, minimum=0, maximum=1 << 16),
+        "layers": Field(kind=int, default=1, minimum=1, maximum=256),
+        "microbatches": Field(kind=int, default=1, minimum=1, maximum=1024),
+        "checkpointing": Field(kind=bool, default=False),
+        "input_scale": Field(kind=float, default=1.0, minimum=1e-30),
+        "cross_stream_layer": Field(kind=int, default=-1, minimum=-1),
     },
     "recipe": {
-        "fp8_format": Field(str, "hybrid", choices=tuple(f.value for f in Fp8Recipe)),
-        "amax_history_len": Field(int, 1024, minimum=1, maximum=1 << 20),
-        "amax_compute_algo": Field(str, "max", choices=tuple(a.value for a in AmaxAlgo)),
-        "margin": Field(int, 0, minimum=0, maximum=64),
+        "fp8_format": Field(kind=str, default="hybrid", choices=tuple(f.value for f in Fp8Recipe)),
+        "amax_history_len": Field(kind=int, default=1024, minimum=1, maximum=1 << 20),
+        "amax_compute_algo": Field(kind=str, default="max", choices=tuple(a.value for a in AmaxAlgo)),
+        "margin": Field(kind=int, default=0, minimum=0, maximum=64),
     },
     "tolerance": {
-        "gemm_rel": Field(float, 2e-2, minimum=0.0),
-        "grad_norm_ratio": Field(float, 4.0, minimum=1.0),
+        "gemm_rel": Field(kind=float, default=2e-2, minimum=0.0),
+        "grad_norm_ratio": Field(kind=float, default=4.0, minimum=1.0),
     },
-    "trace": {"pairs": Field(list, [])},
-    "sanitize": {"kernel_filter": Field(list, [])},
+    "trace": {"pairs": Field(kind=list, default=[])},
+    "sanitize": {"kernel_filter": Field(kind=list, default=[])},
 }
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class WorkloadSpec:
     name: str
     kind: Kind
