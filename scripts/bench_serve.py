@@ -66,9 +66,9 @@ class Served:
             try:
                 self.get("/api/session")
                 break
-            except OSError:
+            except OSError as exc:
                 if self.proc.poll() is not None or time.monotonic() - self.t0 > 600:
-                    raise SystemExit(f"the server did not start: {(state.parent / f'{state.name}.log').read_text()[-2000:]}")
+                    raise SystemExit(f"the server did not start: {(state.parent / f'{state.name}.log').read_text()[-2000:]}") from exc
                 time.sleep(0.1)
         self.ready_s = time.monotonic() - self.t0
         self.csrf = self.get("/api/session")["csrf"]

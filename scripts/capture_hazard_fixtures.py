@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests" / "gpu"))
 
-from memory_tables import EXPECTED, MAY, OPS_EXPECTED, OPS_MAY, PROGRAMS, raw_verdict  # noqa: E402
-from tracer.capture.launcher import capture_run  # noqa: E402
+from memory_tables import EXPECTED, MAY, OPS_EXPECTED, OPS_MAY, PROGRAMS, raw_verdict
+from tracer.capture.launcher import capture_run
 
 WORKLOADS = {
     "planted_cross_stream": ["planted_cross_stream", "--shape", "1024x1024x1024", "--steps", "2"],

@@ -51,7 +51,6 @@ def hta_window(trace):  # type: ignore[no-untyped-def]
     launched before the last ProfilerStep began (kernels without a launch record are dropped too)."""
     from dataclasses import replace
 
-    import numpy as np
 
     from tracer.trace.attribution import join_launches
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from tests.conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
-from gen_cli_reference import OUT, reference  # noqa: E402
+from gen_cli_reference import OUT, reference
 
 
 def test_cli_reference_is_current() -> None:

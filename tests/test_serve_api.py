@@ -289,14 +289,16 @@ def test_a_campaign_store_fills_in_while_it_runs(tmp_path: Path) -> None:
     store = Store.open(root / "smoke.sqlite", create=True)
     store.init(load_campaign("cpu_smoke"), {})
     first, second = (c.cell_id for c in store.cells()[:2])
-    store.add_trials([TrialRow(first, t, t % 4 == 0, False, None, "", "cpu0", "w", 0.1) for t in range(20)])
+    store.add_trials([TrialRow(cell_id=first, trial=t, failed=t % 4 == 0, crashed=False, first_failure=None, failed_checks="", gpu="cpu0", worker="w",
+                               seconds=0.1) for t in range(20)])
     settings = _settings(root, tmp_path / "state")
     with TestClient(build_app(settings)) as c:
         row = c.get("/api/runs").json()["runs"][0]
         assert row["kind"] == "campaign" and row["status"] == "findings"
         assert row["summary"]["rates"][store.cells()[0].cell.label] == {"failures": 5, "trials": 20}
         assert row["summary"]["empty"] == row["summary"]["cells"] - 1  # cells without trials: no rate, not 0
-        store.add_trials([TrialRow(second, t, False, False, None, "", "cpu0", "w", 0.1) for t in range(30)])
+        store.add_trials([TrialRow(cell_id=second, trial=t, failed=False, crashed=False, first_failure=None, failed_checks="", gpu="cpu0", worker="w",
+                                   seconds=0.1) for t in range(30)])
         live = c.get(f"/api/runs/{row['id']}").json()  # the dashboard's question, answered from the store now
         assert live == json.loads(json.dumps(report_data(store, None), default=str))
         assert sum(cell["trials"] for cell in live["cells"]) == 50

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tracer import jsonkeys
-from tracer.campaign.schema import SQLITE_MAGIC, is_campaign_store
+from tracer.campaign.schema import is_campaign_store
+from tracer.store.sqlite_open import SQLITE_MAGIC
 from tracer.errors import TraceFormatError
 from tracer.store.inputs import check_file, load_json_object, read_head
 from tracer.trace.pairs import PairSpec
@@ -233,7 +234,7 @@ def open_artifact(path: Path) -> Artifact:
         from tracer.trace.kineto_job import is_kineto_dir, kineto_processes
 
         if is_kineto_dir(path):
-            return JobRun(path, path, kineto_processes(path), None, None)
+            return JobRun(path=path, run_dir=path, processes=kineto_processes(path), pair_spec=None, environment=None)
         raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json, profile.json or "
                                "PyTorch profiler traces in it)")
     if not os.path.lexists(path):

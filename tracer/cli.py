@@ -98,7 +98,7 @@ def terminal_output(args: argparse.Namespace) -> Spinner | None:
     spinner = progress.Spinner(f"tracer {label}: working").start() if (
         args.command in SPINNER_COMMANDS and action != "run" and progress.wanted()) else None
     if coloured or spinner is not None:
-        sys.stdout = style.TerminalStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)  # type: ignore[assignment]
+        sys.stdout = style.TerminalStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)
     return spinner
 
 
@@ -186,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
         return _stdout_gone()
     except RecursionError as exc:  # a reader that recursed on hostile input: still tracer's bug, but never a hang
         return _crash(exc, args.debug)
-    except Exception as exc:  # noqa: BLE001 - the one place tracer's own bugs become exit code 70
+    except Exception as exc:
         return _crash(exc, args.debug)
 
 

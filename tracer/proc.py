@@ -121,7 +121,8 @@ def run(
         finally:
             if not detached:
                 _kill_group(proc)
-    return ProcResult(tuple(argv), code, timed_out, ended - start, stdout_path, stderr_path, limit, interrupted, detached)
+    return ProcResult(argv=tuple(argv), returncode=code, timed_out=timed_out, seconds=ended - start, stdout_path=stdout_path, stderr_path=stderr_path,
+                      limit_s=limit, interrupted=interrupted, detached=detached)
 
 
 class Started:

@@ -4,6 +4,8 @@ redirected output, and every --json, stay plain text. The words are the ones the
 (tracer/trace/text.py, tracer/trace/hazards.py, tracer/sanitize/report.py); nothing is reworded."""
 from __future__ import annotations
 
+from functools import partial
+
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -32,9 +34,13 @@ def wanted(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
         return False
 
 
+def _coloured(m: re.Match[str], code: str) -> str:
+    return m.group(0).replace(m.group(1), f"{code}{m.group(1)}{RESET}", 1)
+
+
 def colour_line(line: str) -> str:
     for rx, code in RULES:
-        line = rx.sub(lambda m: m.group(0).replace(m.group(1), f"{code}{m.group(1)}{RESET}", 1), line)
+        line = rx.sub(partial(_coloured, code=code), line)
     return line
 
 

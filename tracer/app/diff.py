@@ -34,8 +34,8 @@ from tracer.compare.verdicts import (compare_cells,
                                      compare_findings, compare_hazards, compare_pairs)
 from tracer.compare.result import WORDS, Diff, DiffKind, Side
 from tracer.errors import UsageError
-from tracer.trace.analyze import PairVerdict
-from tracer.trace.hazards import Hazards
+from tracer.trace.analyze import Analysis, PairVerdict
+from tracer.trace.hazards import Hazards, joined_coverage
 from tracer.trace.pairs import PairSpec
 
 KIND_OF = {TraceRun: DiffKind.TRACE, JobRun: DiffKind.JOB, SanitizeRun: DiffKind.SANITIZE, CampaignRun: DiffKind.CAMPAIGN,
@@ -74,7 +74,7 @@ def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, h
 
 # ---- traces and jobs --------------------------------------------------------------------------
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class _Reduced:
     """What the diff keeps of one side once its traces are dropped: per process its samples, listed
     pairs, hazards and (the first process's) step layout."""
@@ -98,10 +98,11 @@ def _reduce(run: TraceRun | JobRun, loaded: Any, spec: PairSpec, hazards: bool) 
 
     if isinstance(run, TraceRun):
         an = analyze(loaded, spec, hazards=hazards)
-        found, notes, complete = (("", an),), tuple(an.warnings), not an.trace.record_errors
+        found: tuple[tuple[str, Analysis], ...] = (("", an),)
+        notes, complete = tuple(an.warnings), not an.trace.record_errors
     else:
         ja = analyze_job(loaded, spec, hazards)
-        found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses) if x is not None)
+        found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses, strict=True) if x is not None)
         notes = tuple(ja.incomplete_lines())
         complete = not ja.incomplete and not any(x.trace.record_errors for _, x in found)
     steps = [kernel_steps(x.trace, x) for _, x in found]
@@ -110,9 +111,9 @@ def _reduce(run: TraceRun | JobRun, loaded: Any, spec: PairSpec, hazards: bool) 
         counts.update(x.pair_counts)
     side = Side(path=str(run.path), complete=complete, size=sum(len(x.trace.kernels) for _, x in found),
                 steps=sum(len(s[0]) for s in steps), notes=notes)
-    return _Reduced(side, tuple(n for n, _ in found), pooled([trace_samples(x, s) for (_, x), s in zip(found, steps)]),
-                    tuple(p for _, x in found for p in x.pairs), dict(counts), tuple(x.hazards for _, x in found),
-                    _layout(found[0], steps[0]) if found else None)
+    return _Reduced(side=side, labels=tuple(n for n, _ in found), samples=pooled([trace_samples(x, s) for (_, x), s in zip(found, steps)]),
+                    pairs=tuple(p for _, x in found for p in x.pairs), pair_counts=dict(counts), hazards=tuple(x.hazards for _, x in found),
+                    layout=_layout(found[0], steps[0]) if found else None)
 
 
 def _layout(first: tuple[str, Any], steps: tuple[list[str], np.ndarray]) -> StepLayout:
@@ -151,16 +152,17 @@ def _diff_traces(a: TraceRun | JobRun, b: TraceRun | JobRun, pairs: PairSpec | N
 
 def _hazards(x: _Reduced) -> Hazards | None:
     """One side's hazards; a job's processes joined (None: a process was not judged)."""
-    found = list(x.hazards)
-    if not found or any(h is None for h in found):
+    found = [h for h in x.hazards if h is not None]
+    if not found or len(found) < len(x.hazards):
         return None
     if len(found) == 1:
         return found[0]
     counts: Counter[str] = Counter()
     for h in found:
-        counts.update(dict(h.counts))  # type: ignore[union-attr]
-    return Hazards(memory=all(h.memory for h in found), unjudged=sum(h.unjudged for h in found),  # type: ignore[union-attr]
-                   counts=tuple(counts.items()), listed=tuple(y for h in found for y in h.listed))  # type: ignore[union-attr]
+        counts.update(dict(h.counts))
+    return Hazards(memory=all(h.memory for h in found), unjudged=sum(h.unjudged for h in found),
+                   counts=tuple(counts.items()), listed=tuple(y for h in found for y in h.listed),
+                   coverage=joined_coverage([h.coverage for h in found]))
 
 
 def _matching(a: _Reduced, b: _Reduced) -> str:

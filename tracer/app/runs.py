@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.artifact import CampaignRun, JobRun, NcuRun, SanitizeRun, TraceRun, open_artifact
-from tracer.campaign.schema import SQLITE_MAGIC
+from tracer.store.sqlite_open import SQLITE_MAGIC
 from tracer.errors import TraceFormatError, TracerError, UsageError
 
 MAX_DEPTH = 6  # folders below a root searched for runs
@@ -338,7 +338,8 @@ def verdict_json(path: Path) -> dict[str, Any]:
 
         store = Store.open(path, readonly=True)
         try:
-            return json.loads(json.dumps(report_data(store, None), default=str))
+            data: dict[str, Any] = json.loads(json.dumps(report_data(store, None), default=str))
+            return data
         finally:
             store.close()
     raise TraceFormatError(f"{path}: no verdict JSON for this kind of run")

@@ -24,7 +24,7 @@ MAX_OPS = 20_000  # the most a request may ask for
 SEARCH_HITS = 200
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Lanes:
     """Operations grouped by lane, sorted by start within each lane; times in ns from `origin`."""
 
@@ -97,9 +97,10 @@ def _assemble(rows: list[Any], names: tuple[str, ...], process_offsets: dict[str
     sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
     cat = [np.concatenate([p[i] for p in parts]) for i in range(4)]
     max_dur = np.array([int((p[1] - p[0]).max()) for p in parts], dtype=np.int64)
-    return Lanes(tuple(r[0] for r in rows), tuple(r[1] for r in rows), tuple(r[2] for r in rows),
-                 tuple(r[3] for r in rows), np.concatenate([[0], np.cumsum(sizes)]), cat[0], cat[1], cat[2], cat[3],
-                 max_dur, names, origin, process_offsets)
+    return Lanes(labels=tuple(r[0] for r in rows), kinds=tuple(r[1] for r in rows), streams=tuple(r[2] for r in rows),
+                 processes=tuple(r[3] for r in rows), offsets=np.concatenate([[0], np.cumsum(sizes)]), start=cat[0], end=cat[1], name=cat[2],
+                 corr=cat[3],
+                 max_dur=max_dur, names=names, origin=origin, process_offsets=process_offsets)
 
 
 # ---- the cache ----------------------------------------------------------------------------------
@@ -143,9 +144,10 @@ def _save(file: Path, lanes: Lanes) -> None:
 def _load(file: Path) -> Lanes:
     with np.load(file, allow_pickle=False) as z:
         meta = json.loads(z["meta"].tobytes())
-        return Lanes(tuple(meta["labels"]), tuple(meta["kinds"]), tuple(meta["streams"]), tuple(meta["processes"]),
-                     z["offsets"], z["start"], z["end"], z["name"], z["corr"], z["max_dur"], tuple(meta["names"]),
-                     int(meta["origin"]), {str(k): int(v) for k, v in meta["process_offsets"].items()})
+        return Lanes(labels=tuple(meta["labels"]), kinds=tuple(meta["kinds"]), streams=tuple(meta["streams"]), processes=tuple(meta["processes"]),
+                     offsets=z["offsets"], start=z["start"], end=z["end"], name=z["name"], corr=z["corr"], max_dur=z["max_dur"],
+                     names=tuple(meta["names"]),
+                     origin=int(meta["origin"]), process_offsets={str(k): int(v) for k, v in meta["process_offsets"].items()})
 
 
 # ---- queries ------------------------------------------------------------------------------------

@@ -18,7 +18,7 @@ import time
 import math
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any
 
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
@@ -72,7 +72,7 @@ def check_stop_after(value: object, timeout: float, backend: str) -> float:
     return seconds
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Recorded:
     run_dir: Path
     target_exit: int | None  # None: imported (no target ran)
@@ -165,12 +165,13 @@ def choose_backend(name: str) -> str:
     return "nsys" if importer_status()[0] else "cupti"
 
 
-def capture_mode(backend: str, memory: bool | None) -> tuple[str, bool]:
-    """(backend, memory) of `trace run --backend B [--memory|--no-memory]`: memory access sets need
-    CUPTI, so `auto` picks it for them; --memory with nsys is a usage error (CaptureRequest)."""
+def capture_mode(backend: str, memory: bool | None, stop_after: float | None = None) -> tuple[str, bool]:
+    """(backend, memory) of `trace run --backend B [--memory|--no-memory] [--stop-after N]`: memory
+    access sets and detaching after N seconds need CUPTI, so `auto` picks it for them; --memory with
+    nsys is a usage error (CaptureRequest)."""
     wanted = MEMORY_DEFAULT if memory is None else memory
-    if wanted and backend == "auto":
-        return "cupti", True
+    if backend == "auto" and (wanted or stop_after is not None):
+        return "cupti", wanted
     chosen = choose_backend(backend)
     return chosen, bool(memory) if chosen != "cupti" else wanted
 
@@ -218,7 +219,7 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
             "target_exit": res.returncode, "partial": bool(captured and captured.partial),
             "stopped": res.stopped or None, "ending": [e.to_json() for e in endings],
             "untraced": untraced_json(captured)})
-    return Recorded(req.output, res.returncode, analysis, captured, endings, res)
+    return Recorded(run_dir=req.output, target_exit=res.returncode, analysis=analysis, captured=captured, endings=endings, proc=res)
 
 
 def untraced_json(captured: CaptureResult | None) -> list[dict[str, Any]] | None:
@@ -247,11 +248,12 @@ def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple
                  for p, a in zip(analysis.job.processes, analysis.analyses) if a is not None)
 
 
-def stop_error(rec: Recorded) -> TimedOut | None:
-    """The exit-8 error of a run tracer stopped at --timeout or Ctrl-C, raised after its verdicts."""
+def ending_error(rec: Recorded) -> TimedOut | TargetFailed | None:
+    """What the command's ending makes of the run, raised after its verdicts: stopped at --timeout or
+    Ctrl-C (exit 8), or the target failed (exit 7)."""
     res = rec.proc
     if res is None or rec.stopped not in ("timeout", "interrupt"):
-        return None
+        return TargetFailed(rec.target_failure) if rec.target_failure else None
     why = f"killed at its --timeout of {res.limit_s:g} s" if rec.stopped == "timeout" else "stopped at Ctrl-C"
     return TimedOut(f"the traced command was {why} (the whole process group); its traces up to then were analysed "
                     f"as a partial run: {rec.run_dir}")
@@ -354,4 +356,4 @@ def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = Tru
         copy_file(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
         write_json(tmp / "command.json", {"imported_from": str(run.path.resolve()), "backend": "import"})
         write_json(tmp / "verdict.json", analysis.to_json())
-    return Recorded(output, None, analysis)
+    return Recorded(run_dir=output, target_exit=None, analysis=analysis)

@@ -121,7 +121,7 @@ class Store:
         row = self.con.execute("SELECT value FROM campaign WHERE key = ?", (key,)).fetchone()
         return row[0] if row else None
 
-    def meta_json(self, key: str) -> dict:
+    def meta_json(self, key: str) -> dict[str, Any]:
         """A JSON object stored under key ({} where absent): its size checked before it is read, its
         depth while it is decoded; anything else is one TraceFormatError naming the store."""
         row = self.con.execute("SELECT typeof(value), length(CAST(value AS BLOB)) FROM campaign WHERE key = ?", (key,)).fetchone()

@@ -59,7 +59,7 @@ def _on_signal(signum: int) -> None:
         on_fatal = _state["on_fatal"]
         if on_fatal is not None:
             on_fatal(signum)
-    except BaseException:  # noqa: BLE001 - nothing may leave a signal handler
+    except BaseException:
         pass
     getattr(libc, "raise")(signum)
 

@@ -252,7 +252,7 @@ def stop_tracing(procs: Path, deadline: float) -> None:
         time.sleep(SAMPLE_S / 2)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class CaptureResult:
     proc: proc.ProcResult
     processes: tuple[dict[str, Any], ...]

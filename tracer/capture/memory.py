@@ -222,7 +222,8 @@ class MemoryRecorder:
         for p in self.pending:
             found = index.find(p.address, p.time)
             inside = found is not None and p.address + p.bytes <= found.address + found.bytes  # else it crosses into the next
-            accesses.append(AccessRec(p.op_id, p.address, p.bytes, p.mode, p.exact, found.id if inside else -1, p.label))
+            accesses.append(AccessRec(p.op_id, p.address, p.bytes, p.mode, p.exact, found.id if found is not None and inside else -1,
+                                      p.label))
         for launch in self.launches:
             accesses.extend(launch_accesses(launch, index))
         rec.memory = True

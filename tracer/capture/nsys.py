@@ -18,9 +18,13 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tracer.capture import nsys_libs
 from tracer.errors import ToolMissingError
+
+if TYPE_CHECKING:
+    from tracer.proc import ProcResult
 
 IMPORTER_MISSING = "Unable to retrieve the importer version"
 SEARCH_GLOBS = (
@@ -154,7 +158,7 @@ def require_writer() -> NsysWriter:
 
 
 def capture(command: list[str], out: Path, logs: Path, timeout: float, *, cuda_event_trace: bool = False,
-            capture_range: str | None = None):  # type: ignore[no-untyped-def]
+            capture_range: str | None = None) -> ProcResult:
     """Profile `command` with nsys; the SQLite export lands at `out`, the report beside it."""
     from tracer import proc
 

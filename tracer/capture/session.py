@@ -32,7 +32,7 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, NoReturn
 
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, STOP_FILE, CaptureOptions
 from tracer.capture.timing import Timing
@@ -498,13 +498,13 @@ def _hook_os_exit() -> None:
     if getattr(original, "__tracer_hook__", False):
         return
 
-    def _exit(code: int) -> None:
+    def _exit(status: int) -> NoReturn:
         s = _session
         if s is not None:
-            s.finish("os._exit", code)
-        original(code)
+            s.finish("os._exit", status)
+        original(status)
 
-    _exit.__tracer_hook__ = True  # type: ignore[attr-defined]
+    _exit.__tracer_hook__ = True  # type: ignore[attr-defined]  # a mark on the function: hooked once
     os._exit = _exit
 
 

@@ -63,7 +63,7 @@ def _targets(text: str | None) -> tuple[str, str] | None:
     return None if parts is None else (parts[0], parts[1])
 
 
-def _views(d, args: argparse.Namespace) -> None:  # type: ignore[no-untyped-def]
+def _views(d, args: argparse.Namespace) -> None:
     import sys
 
     if args.html:

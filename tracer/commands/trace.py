@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tracer.cliargs import (add_analysis_options, add_capture_options, add_workload_options, choose_pairs, hazards_wanted,
                             open_trace, open_trace_or_job)
-from tracer.errors import ChecksFailed, TargetFailed
+from tracer.errors import ChecksFailed
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -37,18 +37,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e.set_defaults(func=cmd_export)
 
 
-def finish(analysis, args: argparse.Namespace, failed: str = "", *,  # type: ignore[no-untyped-def]
-           stopped: Exception | None = None, checks=None) -> int:
-    """Print the verdicts (a job's: every process's); then a run stopped at its timeout (exit 8),
-    a failed target (exit 7), the checks asked for (exit 1). `checks`: what fails them (default
-    the analysis's failures; a traced run's also counts its untraced processes)."""
+def finish(analysis, args: argparse.Namespace, ended: Exception | None = None, checks=None) -> int:
+    """Print the verdicts (a job's: every process's); then how the run ended (a timeout: exit 8, a
+    failed target: exit 7), then the checks asked for (exit 1; `checks` defaults to the analysis's)."""
     from tracer.trace.job_text import format_result
 
     print(json.dumps(analysis.to_json(), indent=1) if args.json else format_result(analysis))
-    if stopped is not None:
-        raise stopped
-    if failed:
-        raise TargetFailed(failed)
+    if ended is not None:
+        raise ended
     problems = (checks or analysis.failures)(args.fail_on_unordered, args.fail_on_hazard)
     if problems:
         raise ChecksFailed("; ".join(problems))
@@ -56,22 +52,21 @@ def finish(analysis, args: argparse.Namespace, failed: str = "", *,  # type: ign
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from tracer.app.trace_run import CaptureRequest, capture_mode, record, stop_error
+    from tracer.app.trace_run import CaptureRequest, capture_mode, ending_error, record
     from tracer.cliargs import trace_target
     from tracer.store.rundir import default_run_dir
 
-    stop_after = getattr(args, "stop_after", None)
-    chosen = "cupti" if stop_after is not None and args.backend == "auto" else args.backend
-    (backend, memory), hazards = capture_mode(chosen, args.memory), hazards_wanted(args)
+    (backend, memory), hazards = capture_mode(args.backend, args.memory, args.stop_after), hazards_wanted(args)
     name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
     out = args.output or default_run_dir(name)
-    req = CaptureRequest(name, tuple(command), backend, out, args.timeout, args.cuda_event_trace, args.capture_range, memory,
-                         stop_after)
+    req = CaptureRequest(name=name, command=tuple(command), backend=backend, output=out, timeout=args.timeout,
+                         cuda_event_trace=args.cuda_event_trace, capture_range=args.capture_range, memory=memory,
+                         stop_after=args.stop_after)
     rec = record(req, choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
     for line in rec.notices(listed=rec.job and not args.json):
         print(line, file=sys.stderr)
-    return finish(rec.analysis, args, rec.target_failure, stopped=stop_error(rec), checks=rec.failures)
+    return finish(rec.analysis, args, ending_error(rec), rec.failures)
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:

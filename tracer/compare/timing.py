@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import Enum
+from typing import Any
 
 import numpy as np
 
@@ -172,7 +173,7 @@ def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, r
     na, nb = (0 if x is None else len(x) for x in (a, b))
     a, b = (None if x is None else np.sort(x) for x in (a, b))
     med = [None if x is None else float((x[(len(x) - 1) // 2] + x[len(x) // 2]) / 2) for x in (a, b)]
-    base = dict(kind=kind, name=name, n_a=na, n_b=nb, median_a_ns=med[0], median_b_ns=med[1],
+    base: dict[str, Any] = dict(kind=kind, name=name, n_a=na, n_b=nb, median_a_ns=med[0], median_b_ns=med[1],
                 total_a_ns=int(a.sum()) if a is not None else 0, total_b_ns=int(b.sum()) if b is not None else 0)
     if a is None or b is None:
         return TimeChange(**base, ratio=None, ci_low=None, ci_high=None, p_value=None, p_holm=None,

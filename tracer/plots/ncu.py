@@ -12,9 +12,9 @@ import matplotlib.pyplot as plt
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 
-from tracer.ncu.compare import Comparison  # noqa: E402
-from tracer.ncu.records import MEMBAR  # noqa: E402
-from tracer.plots.text import plain_drawing  # noqa: E402
+from tracer.ncu.compare import Comparison
+from tracer.ncu.records import MEMBAR
+from tracer.plots.text import plain_drawing
 
 TOP_REASONS = 7  # the rest stack as "other"
 MEMBAR_COLOR, OTHER_COLOR = "#d62728", "#bbbbbb"

@@ -191,7 +191,8 @@ def draw_arrows(ax: Axes, data: TimelineData, gpu_y: list[float]) -> None:
                                arrowprops={"arrowstyle": "->", "color": ARROW_COLORS.get(ar.kind, "#444444"),
                                            "lw": 0.8 if extra else _arrow_width(ar.kind), "alpha": 0.5 if extra else 1.0,
                                            "linestyle": _arrow_style(ar.kind), "shrinkA": 0, "shrinkB": 0})
-            note.arrow_patch.set_clip_box(ax.bbox)  # an edge from before the window stops at the axes, not in the labels
+            if note.arrow_patch is not None:  # an edge from before the window stops at the axes, not in the labels
+                note.arrow_patch.set_clip_box(ax.bbox)
             if ar.kind == HAZARD:
                 bundles.setdefault((ar.x1_us, ar.lane1), []).append(ar.label.replace(" hazard", ""))
         _hazard_labels(ax, data, gpu_y, bundles)

@@ -38,7 +38,8 @@ def add_trace(rep: Report, name: str, run: TraceRun, a: Analysis, timeline_range
     if a.hazards is not None:  # what was judged and what was not, one line per kind left unjudged
         rep.add_text(f"hazards: {name}", "\n".join(a.hazards.text_lines()))
     rep.add_table(f"streams: {name}", ["device", "stream", "kernels", "operations", "busy (ms)", "idle (ms)", "max gap (ms)"],
-                  [[s.device, s.label if s.raw_stream is not None else s.stream, s.kernels, s.operations, f"{s.busy_ns / 1e6:.3f}", f"{s.idle_ns / 1e6:.3f}",
+                  [[s.device, s.label if s.raw_stream is not None else s.stream, s.kernels, s.operations, f"{s.busy_ns / 1e6:.3f}",
+                    f"{s.idle_ns / 1e6:.3f}",
                     f"{s.max_gap_ns / 1e6:.3f}"] for s in a.streams])
     rep.add_table(f"kernels with the most GPU time: {name}", ["kernel", "launches", "total (ms)"],
                   [[k, n, f"{ns / 1e6:.3f}"] for k, n, ns in top_kernels(a.trace)])

@@ -51,7 +51,7 @@ MAX_JOBS = 64  # sanitizer runs at once on one machine
 MAX_PRINT_LIMIT = 10_000_000  # records compute-sanitizer prints per run
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Settings:
     """How each tool runs (the same for every job)."""
 

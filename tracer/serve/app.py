@@ -11,6 +11,7 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -141,7 +142,7 @@ class Server:
                 if not scanned:
                     self.scan()
                 self._prebuild()
-            except Exception as exc:  # noqa: BLE001 (keep serving the last index; say why)
+            except Exception as exc:
                 import sys
 
                 print(f"tracer serve: index scan failed: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -297,7 +298,8 @@ def build_app(settings: Settings) -> Starlette:
     server = Server(settings)
 
     def srv(request: Request) -> Server:
-        return request.app.state.server  # type: ignore[no-any-return]
+        server: Server = request.app.state.server
+        return server
 
     def page(name: str) -> Any:
         def handler(request: Request) -> Response:
@@ -401,7 +403,7 @@ def build_app(settings: Settings) -> Starlette:
         dest = folder / f"{int(time.time() * 1000)}-{secrets.token_hex(4)}-{name}"
         size = 0
         try:
-            with open(dest, "wb") as fh:  # noqa: ASYNC230 (local disk, chunks of the request as they arrive)
+            with open(dest, "wb") as fh:
                 async for chunk in request.stream():
                     size += len(chunk)
                     if size > s.s.upload_limit:
@@ -428,7 +430,7 @@ def build_app(settings: Settings) -> Starlette:
         return JSONResponse(diff_paths(pa, pb).to_json())
 
     @asynccontextmanager
-    async def lifespan(app: Starlette):  # type: ignore[no-untyped-def]
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
         server.open()
         try:
             yield
@@ -458,7 +460,7 @@ def build_app(settings: Settings) -> Starlette:
         routes[3:3] = [Route("/diff", _handle(page("diff"))), Route("/api/diff", _handle(api_diff))]
     app = Starlette(routes=routes, lifespan=lifespan)
     app.state.server = server
-    app.add_middleware(_GuardFactory, server=server)  # type: ignore[arg-type]
+    app.add_middleware(_GuardFactory, server=server)
     return app
 
 

@@ -83,7 +83,7 @@ class JobQueue:
         while not self._stop.wait(TICK_S):
             try:
                 self.tick()
-            except Exception as exc:  # noqa: BLE001 (the scheduler must outlive one bad job; it says why)
+            except Exception as exc:
                 import sys
 
                 print(f"tracer serve: job scheduler: {type(exc).__name__}: {exc}", file=sys.stderr)
@@ -183,7 +183,7 @@ class JobQueue:
             con.execute("UPDATE jobs SET state=?, gpu=?, started=? WHERE id=?", (JobState.RUNNING.value, gpu, time.time(), job_id))
         try:
             started = proc.start(argv, log_path=log, env=env)
-        except Exception as exc:  # noqa: BLE001 (a program that cannot start fails its job, not the server)
+        except Exception as exc:
             self._finish(job_id, JobState.FAILED, None, f"could not start: {exc}")
             return
         pid = started.popen.pid

@@ -216,7 +216,8 @@ def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
         idle = int(gaps.sum())
         o = trace.stream_origin(stream)
         kernels = int((k.kinds()[idx] == 0).sum())
-        out.append(StreamStats(dev, stream, kernels, span - idle, idle, span, int(gaps.max()) if len(gaps) else 0,
+        out.append(StreamStats(device=dev, stream=stream, kernels=kernels, busy_ns=span - idle, idle_ns=idle, span_ns=span,
+                               max_gap_ns=int(gaps.max()) if len(gaps) else 0,
                                operations=len(idx), pid=o.pid, raw_stream=o.stream if trace.multi_process else None))
     return tuple(out)
 
@@ -305,10 +306,12 @@ def glob_pairs(trace: Trace, attr: Attribution, index: OrderingIndex, producer: 
     for n, w in enumerate(head.tolist()):
         pk, ck = int(p[w]), int(c[w])
         o = index.order(pk, ck)
-        out.append(PairVerdict(_range_text(trace, int(prods.ranges[pi[n]])), _range_text(trace, int(cons.ranges[ci[n]])),
-                               int(k.stream[pk]), int(k.stream[ck]), o.verdict, o.edge, int(c_gap[ci[n]] - p_gap[pi[n]]),
-                               trace.kernel_name(pk), trace.kernel_name(ck), attr.rule_of(pk).value, attr.rule_of(ck).value,
-                               pk, ck, op_kind(trace, pk), op_kind(trace, ck)))
+        out.append(PairVerdict(producer=_range_text(trace, int(prods.ranges[pi[n]])), consumer=_range_text(trace, int(cons.ranges[ci[n]])),
+                               producer_stream=int(k.stream[pk]), consumer_stream=int(k.stream[ck]), verdict=o.verdict, edge=o.edge,
+                               gap_ns=int(c_gap[ci[n]] - p_gap[pi[n]]),
+                               producer_kernel=trace.kernel_name(pk), consumer_kernel=trace.kernel_name(ck), producer_rule=attr.rule_of(pk).value,
+                               consumer_rule=attr.rule_of(ck).value,
+                               producer_index=pk, consumer_index=ck, producer_op=op_kind(trace, pk), consumer_op=op_kind(trace, ck)))
     return out
 
 
@@ -443,7 +446,8 @@ def _first_on(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray) -
     low = np.full(len(index.streams), -1, dtype=np.int64)
     for x, idx in per.items():
         low[x] = k.corr[idx].min()
-    return low[index.kernel_col[c]]
+    first: np.ndarray = low[index.kernel_col[c]]
+    return first
 
 
 def _own_in_range(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray, g: np.ndarray) -> np.ndarray:
@@ -489,9 +493,12 @@ def distinct_in_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np
 
 def _kernel_pair(trace: Trace, attr: Attribution, index: OrderingIndex, p: int, c: int) -> PairVerdict:
     k, o = trace.kernels, index.order(p, c)
-    return PairVerdict(_range_name(trace, attr, p), _range_name(trace, attr, c), int(k.stream[p]), int(k.stream[c]),
-                       o.verdict, o.edge, int(k.start[c] - k.end[p]), trace.kernel_name(p), trace.kernel_name(c),
-                       attr.rule_of(p).value, attr.rule_of(c).value, p, c, op_kind(trace, p), op_kind(trace, c))
+    return PairVerdict(producer=_range_name(trace, attr, p), consumer=_range_name(trace, attr, c), producer_stream=int(k.stream[p]),
+                       consumer_stream=int(k.stream[c]),
+                       verdict=o.verdict, edge=o.edge, gap_ns=int(k.start[c] - k.end[p]), producer_kernel=trace.kernel_name(p),
+                       consumer_kernel=trace.kernel_name(c),
+                       producer_rule=attr.rule_of(p).value, consumer_rule=attr.rule_of(c).value, producer_index=p, consumer_index=c,
+                       producer_op=op_kind(trace, p), consumer_op=op_kind(trace, c))
 
 
 def op_kind(trace: Trace, i: int) -> str:
@@ -528,8 +535,9 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
         require_matches(trace, attr, spec.globs, found, glob_regex)
         counts.update(Counter(p.verdict.value for p in found))
     haz = find_hazards(trace, attr, index, launches) if hazards else None
-    return Analysis(trace, stream_stats(trace), attr, tuple(found), counts, index.event_edges, index.unmatched_waits,
-                    spec, haz, notes, graphs)
+    return Analysis(trace=trace, streams=stream_stats(trace), attribution=attr, pairs=tuple(found), pair_counts=counts, event_edges=index.event_edges,
+                    unmatched_waits=index.unmatched_waits,
+                    pair_spec=spec, hazards=haz, notes=notes, graphs=graphs)
 
 
 def top_kernels(trace: Trace, n: int = 15) -> list[tuple[str, int, int]]:

@@ -15,7 +15,7 @@ from enum import Enum
 
 import numpy as np
 
-from tracer.trace.memory import Memory
+from tracer.trace.memory_records import Memory
 from tracer.trace.model import Ranges, Trace, lex_search
 
 NEVER_CLOSED = np.iinfo(np.int64).max

@@ -33,7 +33,7 @@ class StreamEnd:
 
     def line(self) -> str:
         """Kernel names shortened as the timeline's legend does (the JSON keeps them whole)."""
-        from tracer.trace.timeline import short_name
+        from tracer.trace.names import short_name
 
         last = ", ".join(short_name(n, 60) for n in self.last) if self.last else "no kernel finished"
         never = f"; NEVER FINISHED: {', '.join(short_name(n, 60) for n in self.unfinished)}" if self.unfinished else ""

@@ -266,7 +266,7 @@ def _event_waits(trace: Trace, g: _Gaps) -> np.ndarray:
 def idle_gaps(a: Analysis) -> tuple[tuple[GapGroup, ...], dict[str, int]]:
     from tracer.trace.job_summary import range_key
 
-    t, k, attr = a.trace, a.trace.kernels, a.attribution
+    t, attr = a.trace, a.attribution
     g = stream_gaps(t)
     launch, tid = attr.launch_start[g.next], attr.launch_tid[g.next]
     late = (launch >= 0) & (launch > g.start)

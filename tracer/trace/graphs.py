@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from tracer.trace.memory import WRITE, Memory, access_corr, kernel_accesses
+from tracer.trace.memory import WRITE, access_corr, kernel_accesses
+from tracer.trace.memory_records import Memory
 from tracer.trace.model import Trace
 
 MAX_JUDGED_OPS = 2048  # operations of one branched graph launch judged against each other (pairwise, once per graph)
@@ -77,7 +78,7 @@ def on_launch_streams(trace: Trace) -> tuple[Trace, GraphReplays, Launches]:
     return replace(trace, kernels=replace(k, stream=moved)), info, found
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class InternalPairs:
     """Conflicting, unordered pairs of operations inside graph launches (rows of the trace's
     operations, with the access rows of Memory.launches that overlap), and which launches were judged."""
@@ -107,6 +108,7 @@ def internal_pairs(trace: Trace, found: Launches, memory: Memory) -> InternalPai
         ops = found.ops[found.offset[n]:found.offset[n + 1]]
         if len(ops) > MAX_JUDGED_OPS:  # pairs are compared one by one: a bigger launch stays not judged
             continue
+        assert k.graph_node is not None  # branched launches exist only where kernels carry graph nodes
         nodes = memory.graph_nodes.originals(k.graph_node[ops])
         if (nodes < 0).any() or not np.isin(nodes, member).all():
             continue
@@ -116,7 +118,7 @@ def internal_pairs(trace: Trace, found: Launches, memory: Memory) -> InternalPai
             structures[key] = _unordered_conflicts(trace, ops, nodes, memory, adjacency, reach_cache)
         out += [(int(ops[i]), int(ops[j]), ri, rj) for i, j, ri, rj in structures[key]]
     cols = np.array(out, dtype=np.int64).reshape(len(out), 4)
-    return InternalPairs(cols[:, 0], cols[:, 1], cols[:, 2], cols[:, 3], judged)
+    return InternalPairs(producer=cols[:, 0], consumer=cols[:, 1], producer_row=cols[:, 2], consumer_row=cols[:, 3], judged=judged)
 
 
 def _reach(node: int, adjacency: dict[int, list[int]], cache: dict[int, set[int]]) -> set[int]:
@@ -135,8 +137,10 @@ def _unordered_conflicts(trace: Trace, ops: np.ndarray, nodes: np.ndarray, memor
                          cache: dict[int, set[int]]) -> list[tuple[int, int, int, int]]:
     """(position i, position j, access row of i, access row of j) in one launch: no path between
     their nodes, overlapping bytes, one writing; i is the operation that started first."""
+    graph_node = trace.kernels.graph_node
+    assert graph_node is not None  # only launches with graph nodes get here (graph_internal_pairs)
     ka = kernel_accesses(memory, access_corr(memory, replace(trace.kernels, corr=trace.kernels.corr[ops],
-                                                             graph_node=trace.kernels.graph_node[ops])))
+                                                             graph_node=graph_node[ops])))
     la = memory.launches
     rows: dict[int, list[int]] = {}
     for op, row in zip(ka.kernel.tolist(), ka.row.tolist()):

@@ -22,8 +22,9 @@ import numpy as np
 
 from tracer.trace.attribution import Attribution
 from tracer.trace.graphs import InternalPairs, Launches, internal_pairs
-from tracer.trace.memory import READ, WRITE, Memory, access_corr, kernel_accesses
-from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges, lex_search
+from tracer.trace.memory import READ, WRITE, access_corr, kernel_accesses
+from tracer.trace.memory_records import Memory
+from tracer.trace.model import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges
 from tracer.trace.names import ellipsize, text_name
 from tracer.trace.ordering import OrderingIndex, WaitPositions
 
@@ -73,6 +74,16 @@ class Coverage:
 
     def line(self) -> str:
         return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {WHY_NOT[self.kind]}; hazards unknown for them"
+
+
+def joined_coverage(parts: list[tuple[Coverage, ...]]) -> tuple[Coverage, ...]:
+    """The coverage of several processes' hazard checks as one (a job's, in a diff): counts added per kind."""
+    total: dict[Covered, list[int]] = {}
+    for part in parts:
+        for c in part:
+            t = total.setdefault(c.kind, [0, 0, 0])
+            t[0], t[1], t[2] = t[0] + c.seen, t[1] + c.judged, t[2] + c.unjudged
+    return tuple(Coverage(kind=k, seen=s, judged=j, unjudged=u) for k, (s, j, u) in total.items())
 
 
 class HazardKind(str, Enum):
@@ -417,9 +428,10 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_la
                                     np.ones(len(op_), dtype=bool))[0])
     listed = _listed(trace, attr, memory, rows, p[first], c[first], kinds[first], group_may)
     kernel = trace.kernels.kinds() == KERNEL
-    return Hazards(True, int((with_memory & kernel).sum()), int((~with_memory & kernel).sum()),
-                   int(_unjudged(index, with_memory).sum()), _launch_unknown(trace, memory), tuple(counts.items()), listed,
-                   len(memory.queries.corr), index.unmatched_queries, _graph_kernels(trace, with_memory),
+    return Hazards(memory=True, kernels_with_memory=int((with_memory & kernel).sum()), kernels_without_memory=int((~with_memory & kernel).sum()),
+                   unjudged=int(_unjudged(index, with_memory).sum()), launch_unknown=_launch_unknown(trace, memory), counts=tuple(counts.items()),
+                   listed=listed,
+                   host_queries=len(memory.queries.corr), unmatched_queries=index.unmatched_queries, graph_kernels=_graph_kernels(trace, with_memory),
                    coverage=coverage(trace, index, with_memory, branched))
 
 
@@ -433,10 +445,11 @@ def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: Acc
     kern = np.r_[internal.producer, internal.consumer]
     row = np.r_[internal.producer_row, internal.consumer_row]
     la = memory.launches
-    extra = AccessRows(kern, row, index.kernel_col[kern], trace.kernels.corr[kern], la.address[row], la.address[row] + la.size[row],
-                       la.mode[row], np.full(2 * n, -1, dtype=np.int64))
+    extra = AccessRows(kernel=kern, row=row, col=index.kernel_col[kern], corr=trace.kernels.corr[kern], address=la.address[row],
+                       end=la.address[row] + la.size[row],
+                       mode=la.mode[row], comp=np.full(2 * n, -1, dtype=np.int64))
     base = len(rows.kernel)
-    merged = AccessRows(*(np.r_[getattr(rows, f), getattr(extra, f)] for f in AccessRows.__dataclass_fields__))
+    merged = AccessRows(**{f: np.r_[getattr(rows, f), getattr(extra, f)] for f in AccessRows.__dataclass_fields__})
     return merged, np.r_[p, base + np.arange(n)], np.r_[c, base + n + np.arange(n)]
 
 
@@ -489,7 +502,7 @@ def _contained(memory: Memory, row: np.ndarray) -> np.ndarray:
     """Each access row's allocation id, -1 where the allocation is known and the access runs past it:
     a copy that crosses from one allocation into the next is not reuse of the second's bytes."""
     la, a = memory.launches, memory.allocations
-    alloc = la.allocation[row]
+    alloc: np.ndarray = la.allocation[row]
     if len(a.id) == 0:
         return alloc
     at = a.row_of(alloc)

@@ -30,7 +30,7 @@ from tracer.errors import TraceFormatError
 from tracer.interner import Interner
 from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.store.inputs import open_text
-from tracer.trace.model import COPY_KIND_CODES, MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers
+from tracer.trace.model import COPY_KIND_CODES, MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers, from_columns
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}
@@ -56,7 +56,7 @@ def _constant(name: str) -> float:
     raise BadJson(f"not valid JSON ({name} is not a JSON number)")
 
 
-SCAN = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=unique_keys).scan_once  # the C scanner: (value, end) at an index
+SCAN = json.JSONDecoder(parse_constant=_constant, object_pairs_hook=unique_keys).scan_once  # type: ignore[attr-defined]  # set on every instance; typeshed omits it. The C scanner: (value, end) at an index
 SPACE = re.compile(r"[ \t\n\r]*")
 SEPARATOR = re.compile(r"[ \t\n\r]*([,\]}])[ \t\n\r]*")
 
@@ -188,7 +188,7 @@ class _Columns:
         self.syncs: list[Sync] = []
         self.records: dict[int, EventRecord] = {}
         self.memcpy = self.memset = 0
-        self.x = [array("d"), array("d"), array("q"), array("q"), array("q"), array("q"), array("q"), array("q")]
+        self.x: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q"), array("q"), array("q"), array("q")]
 
     def add(self, e: Any) -> None:
         if type(e) is not dict:
@@ -243,7 +243,7 @@ class _Columns:
         self.k_corr.append(corr)
         self.k_name.append(self.s(name))
 
-    def _transfer(self, e: dict, op: int) -> None:
+    def _transfer(self, e: dict[str, Any], op: int) -> None:
         """A gpu_memcpy ('Memcpy HtoD (Pinned -> Device)') or gpu_memset event."""
         args, (start, end), name = self._common(e)
         words = name.split()
@@ -251,7 +251,7 @@ class _Columns:
         _append(self.x, (start, end, _int(args, "device", 0), _int(args, "stream", -1), _int(args, "correlation", -1), op,
                          kind, _int(args, "bytes", -1)))
 
-    def _sync(self, e: dict) -> None:
+    def _sync(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
         kind_name = args.get("cuda_sync_kind", name)
         kind = SYNC_KINDS.get(kind_name, SyncKind.UNKNOWN) if isinstance(kind_name, str) else SyncKind.UNKNOWN
@@ -269,9 +269,10 @@ class _Columns:
         syncs = sorted(self.syncs, key=lambda y: y.corr)
         tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
-        return Trace(str(path), "pytorch-profiler (kineto)", self.s.items, Kernels(*kernels), api,
-                     Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
-                     tuple(sorted(self.records.values(), key=lambda r: r.corr)), tuple(syncs), self.memcpy, self.memset,
+        return Trace(source=str(path), producer="pytorch-profiler (kineto)", strings=self.s.items, kernels=from_columns(Kernels, kernels), apis=api,
+                     ranges=Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
+                     records=tuple(sorted(self.records.values(), key=lambda r: r.corr)), syncs=tuple(syncs), memcpy_count=self.memcpy,
+                     memset_count=self.memset,
                      transfers=self._transfers())
 
     def _transfers(self) -> Transfers:
@@ -307,7 +308,7 @@ def read_kineto(path: Path) -> Trace:
     i = -1
     try:
         with _open(path) as fh:
-            for i, e in enumerate(trace_events(fh)):  # noqa: B007  # i names the bad event in the error below
+            for i, e in enumerate(trace_events(fh)):  # i names the bad event in the error below
                 cols.add(e)
                 if i >= MAX_EVENTS:
                     raise BadJson(f"more than {MAX_EVENTS:,} traceEvents (split the profile: fewer steps per trace)")

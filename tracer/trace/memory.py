@@ -12,12 +12,14 @@ attribution needs, rather than every op.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # writers import MEMORY_TABLES from here too
+from tracer.trace.memory_records import (Allocations, BackwardLaunches, ForwardOps, GraphLaunches, GraphNodes, HostQueries,
+                                         KernelAccesses, LaunchAccesses, LaunchUnknown, Memory)
 from tracer.trace.model import Kernels, expand_ranges, from_columns
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
@@ -31,134 +33,6 @@ MAX_FANOUT = 16  # (launch, access) rows per stored access or launch row (a fore
 MAX_EXPANDED_ROWS = 8_000_000  # ... or this many in all, whichever is more (448 MB of int64 columns)
 REQUIRED = ("TRACER_OPS", "TRACER_MEMORY_ACCESS")  # the capture writes both whenever it records access sets
 ACCESS = [Col("opId", None), Col("address", None), Col("bytes", None), Col("mode", None), Col("exact", 1), Col("allocationId")]
-
-
-@dataclass(frozen=True, kw_only=True)
-class LaunchAccesses:
-    """One row per (launch call, access of the op it was made in), sorted by the launch's correlation
-    id; an op without accesses has one row with mode 0 (the kernel's set is known to be empty)."""
-
-    corr: np.ndarray
-    op_name: np.ndarray  # index into Trace.strings, -1 none
-    address: np.ndarray
-    size: np.ndarray
-    mode: np.ndarray  # 1 read, 2 write, 3 both, 0 none
-    exact: np.ndarray  # 0: direction or extent guessed ("may")
-    allocation: np.ndarray  # TRACER_ALLOCATIONS.id, -1 unknown
-    op: np.ndarray | None = None  # TRACER_OPS.id of the op the launch was made in
-
-
-@dataclass(frozen=True)
-class BackwardLaunches:
-    """Launch calls made inside ops that autograd ran for a node (bwdSeqNr), sorted by correlation id."""
-
-    corr: np.ndarray
-    bwd_seq: np.ndarray
-    start: np.ndarray  # the backward op's start
-
-
-@dataclass(frozen=True)
-class ForwardOps:
-    """Ops that created an autograd node (seqNr), sorted by (seq, start)."""
-
-    seq: np.ndarray
-    tid: np.ndarray
-    start: np.ndarray
-
-
-@dataclass(frozen=True, kw_only=True)
-class Allocations:
-    id: np.ndarray  # sorted
-    device: np.ndarray
-    address: np.ndarray
-    size: np.ndarray
-    stream: np.ndarray
-    start: np.ndarray
-    end: np.ndarray  # -1: still live
-    source: np.ndarray  # 1 torch storage, 2 cudaMalloc, 3 other
-    label: np.ndarray  # index into Trace.strings, -1 none
-
-    def row_of(self, ids: np.ndarray) -> np.ndarray:
-        """The row of each allocation id, -1 where unknown."""
-        if len(self.id) == 0:
-            return np.full(len(ids), -1, dtype=np.int64)
-        at = np.clip(np.searchsorted(self.id, ids), 0, len(self.id) - 1)
-        return np.where((self.id[at] == ids) & (ids >= 0), at, -1)
-
-
-@dataclass(frozen=True, kw_only=True)
-class HostQueries:
-    """cudaEventQuery / cudaStreamQuery calls that returned cudaSuccess: the host saw completion."""
-
-    corr: np.ndarray
-    kind: np.ndarray
-    record_corr: np.ndarray  # event query: the cudaEventRecord it saw complete
-    stream: np.ndarray  # stream query: the stream
-    start: np.ndarray
-    end: np.ndarray
-    tid: np.ndarray
-
-
-@dataclass(frozen=True)
-class LaunchUnknown:
-    corr: np.ndarray
-    name: np.ndarray
-    reason: tuple[str, ...]
-
-
-@dataclass(frozen=True)
-class GraphNodes:
-    """CUDA graph nodes (sorted) and the correlation id of the launch that made each at capture,
-    following clones to their original (-1: no traced launch made it)."""
-
-    node: np.ndarray
-    corr: np.ndarray
-    original: np.ndarray | None = None  # the node instantiation cloned it from (itself if no clone): edges name those
-
-    def originals(self, nodes: np.ndarray) -> np.ndarray:
-        """Each node's original (the node as captured; graph edges name those), -1 where unknown."""
-        if len(self.node) == 0 or self.original is None:
-            return np.full(len(nodes), -1, dtype=np.int64)
-        at = np.clip(np.searchsorted(self.node, nodes), 0, len(self.node) - 1)
-        return np.where(self.node[at] == nodes, self.original[at], -1)
-
-
-@dataclass(frozen=True)
-class GraphLaunches:
-    """cudaGraphLaunch calls and the stream each was launched into (sorted by correlation id), and
-    the edges of the graphs instantiated (original node ids: from -> to)."""
-
-    corr: np.ndarray
-    stream: np.ndarray
-    edge_from: np.ndarray
-    edge_to: np.ndarray
-
-
-def no_graph_launches() -> GraphLaunches:
-    e = np.zeros(0, dtype=np.int64)
-    return GraphLaunches(e, e, e, e)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Memory:
-    recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
-    launches: LaunchAccesses
-    backward: BackwardLaunches
-    forward: ForwardOps
-    allocations: Allocations
-    queries: HostQueries
-    unknown: LaunchUnknown
-    graph_nodes: GraphNodes
-    graphs: GraphLaunches = field(default_factory=no_graph_launches)
-
-
-@dataclass(frozen=True)
-class KernelAccesses:
-    """Each kernel's accesses as rows (kernel, row of Memory.launches); kernels of one op share its set."""
-
-    kernel: np.ndarray
-    row: np.ndarray
-    kernels_with_memory: np.ndarray  # bool per kernel: its launch belongs to an op
 
 
 def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory | None]:
@@ -221,7 +95,8 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
     launched = _sorted_by(ints("TRACER_GRAPH_LAUNCHES", [Col("correlationId", None), Col("streamId", None)]), 0)
     edges = ints("TRACER_GRAPH_EDGES", [Col("fromNodeId", None), Col("toNodeId", None)])
-    return _Fetched(launches, backward, forward, alloc, queries, unknown, reasons, nodes, GraphLaunches(*launched, *edges))
+    return _Fetched(launches=launches, backward=backward, forward=forward, allocations=alloc, queries=queries, unknown=unknown, reasons=reasons,
+                    graph_nodes=nodes, graphs=GraphLaunches(*launched, *edges))
 
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
@@ -246,10 +121,11 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
 def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
     launches, alloc = list(f.launches), list(f.allocations)
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
-    return Memory(recorded, LaunchAccesses(*launches), BackwardLaunches(*f.backward), ForwardOps(*f.forward),
-                  Allocations(*alloc), HostQueries(*f.queries),
-                  LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), f.graph_nodes,
-                  f.graphs)
+    return Memory(recorded=recorded, launches=from_columns(LaunchAccesses, launches), backward=BackwardLaunches(*f.backward),
+                  forward=ForwardOps(*f.forward),
+                  allocations=from_columns(Allocations, alloc), queries=from_columns(HostQueries, f.queries),
+                  unknown=LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), graph_nodes=f.graph_nodes,
+                  graphs=f.graphs)
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

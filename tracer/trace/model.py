@@ -22,7 +22,7 @@ import numpy as np
 if TYPE_CHECKING:
     from _typeshed import DataclassInstance
 
-    from tracer.trace.memory import Memory
+    from tracer.trace.memory_records import Memory
 
 Record = TypeVar("Record", bound="DataclassInstance")
 
@@ -76,7 +76,7 @@ COPY_KINDS = {1: "HtoD", 2: "DtoH", 3: "HtoA", 4: "AtoH", 5: "AtoA", 6: "AtoD", 
 COPY_KIND_CODES = {v: k for k, v in COPY_KINDS.items()}
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Kernels:
     """GPU operations: kernels, and once with_operations() merged them, copies and memsets."""
 
@@ -237,7 +237,7 @@ def with_operations(trace: Trace) -> Trace:
                                                 (k.stream, x.stream), (k.corr, x.corr), (k.name, names))]
     op = np.concatenate([np.zeros(len(k), dtype=np.int64), x.op])
     order = np.argsort(cols[0], kind="stable")
-    merged = Kernels(*(c[order] for c in cols), nodes[order] if nodes is not None else None, op[order])
+    merged = from_columns(Kernels, [*(c[order] for c in cols), nodes[order] if nodes is not None else None, op[order]])
     return replace(trace, strings=strings, kernels=merged)
 
 

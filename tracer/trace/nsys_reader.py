@@ -57,8 +57,8 @@ def read_kernels(db: SqliteTables, allow_empty: bool = False) -> tuple[Kernels, 
     db.check_times(KERNEL_TABLE, start, end, corr=corr)
     order = np.argsort(start, kind="stable")
     graphs = "graphNodeId" in cols  # graph launches are ordered on their launch stream (graphs.py)
-    return (Kernels(start[order], end[order], dev[order], stream[order], corr[order], db.remap(nid[order]),
-                    node[order] if graphs else None), _process_of(pid[order]), ((graph != 0) | (node != 0))[order])
+    return (Kernels(start=start[order], end=end[order], device=dev[order], stream=stream[order], corr=corr[order], name=db.remap(nid[order]),
+                    graph_node=node[order] if graphs else None), _process_of(pid[order]), ((graph != 0) | (node != 0))[order])
 
 
 def check_correlation(path: Path, k: Kernels, graph: np.ndarray) -> None:
@@ -118,18 +118,18 @@ class ProcessKeys:
 def read_transfers(db: SqliteTables) -> tuple[Transfers, np.ndarray]:
     """Copies and memsets, the same columns as kernels plus their kind and bytes, and each one's
     process (as read_kernels gives it)."""
-    parts = []
-    for table, op in ((MEMCPY_TABLE, MEMCPY), (MEMSET_TABLE, MEMSET)):
+    parts: list[list[np.ndarray]] = []
+    for table, code in ((MEMCPY_TABLE, MEMCPY), (MEMSET_TABLE, MEMSET)):
         if table not in db.tables:
             continue
-        kind = Col("copyKind", 0) if op == MEMCPY else Col("rowid", None)
+        kind = Col("copyKind", 0) if code == MEMCPY else Col("rowid", None)
         cols = db.ints(table, [Col("start", None), Col("end", None), Col("deviceId", 0), Col("streamId"), Col("correlationId"),
                                kind, Col("bytes", -1), Col("graphNodeId", 0), Col("globalPid")])
         db.check_times(table, cols[0], cols[1], corr=cols[4])
         cols[8] = _process_of(cols[8])
-        if op == MEMSET:
+        if code == MEMSET:
             cols[5] = np.zeros(len(cols[0]), dtype=np.int64)
-        parts.append(cols + [np.full(len(cols[0]), op, dtype=np.int64)])
+        parts.append(cols + [np.full(len(cols[0]), code, dtype=np.int64)])
     if not parts:
         e = np.zeros(0, dtype=np.int64)
         parts = [[e] * 10]
@@ -149,14 +149,14 @@ def fetch_apis(db: SqliteTables) -> Apis:
     start, end, tid, corr, nid = db.ints(table, [Col("start", None), Col("end", None), Col("globalTid"),
                                                  Col("correlationId"), Col("nameId")])
     db.check_times(table, start, end, corr=corr)
-    return Apis(start, end, tid, corr, nid)
+    return Apis(start=start, end=end, tid=tid, corr=corr, name=nid)
 
 
 def named_apis(db: SqliteTables, fetched: Apis, keys: ProcessKeys) -> Apis:
     """The calls with names mapped and correlation ids keyed by process, sorted by them."""
     corr = keys.key(fetched.corr, _process_of(fetched.tid), "correlationId")
     order = np.argsort(corr, kind="stable")
-    return Apis(fetched.start[order], fetched.end[order], fetched.tid[order], corr[order], db.remap(fetched.name[order]))
+    return Apis(start=fetched.start[order], end=fetched.end[order], tid=fetched.tid[order], corr=corr[order], name=db.remap(fetched.name[order]))
 
 
 def read_ranges(db: SqliteTables) -> Ranges:
@@ -284,9 +284,10 @@ def read_nsys_sqlite(path: Path) -> Trace:
                     else f"nsys {meta.get('EXPORT_PRODUCT_VERSION', '?')} schema {meta.get('EXPORT_SCHEMA_VERSION', '?')}")
         origins = keys.origins(np.concatenate([kernels.stream, transfers.stream]), np.concatenate([raw_stream, raw_t_stream]),
                                np.concatenate([kernels.device, transfers.device]), np.concatenate([k_proc, t_proc]))
-        return Trace(str(path), producer.strip(), db.strings, kernels, apis, ranges, records, syncs,
-                     int((transfers.op == MEMCPY).sum()), int((transfers.op == MEMSET).sum()), meta,
-                     record_errors(meta), mem, transfers=transfers, streams=origins,
+        return Trace(source=str(path), producer=producer.strip(), strings=db.strings, kernels=kernels, apis=apis, ranges=ranges, records=records,
+                     syncs=syncs,
+                     memcpy_count=int((transfers.op == MEMCPY).sum()), memset_count=int((transfers.op == MEMSET).sum()), meta=meta,
+                     record_errors=record_errors(meta), memory=mem, transfers=transfers, streams=origins,
                      processes=keys.pids() if keys.several else ())
     finally:
         con.close()

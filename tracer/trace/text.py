@@ -7,7 +7,7 @@ from collections import Counter
 from tracer.textsafe import lines_text
 from tracer.trace.analyze import Analysis, PairVerdict, StreamStats
 from tracer.trace.model import OP_KINDS, OpKind, Trace, raw_id
-from tracer.trace.names import ellipsize, text_name
+from tracer.trace.names import ellipsize
 from tracer.trace.ordering import Edge, Verdict
 from tracer.trace.pairs import PairMode, PairSpec
 
@@ -63,7 +63,8 @@ def stream_lines(streams: tuple[StreamStats, ...]) -> list[str]:
              f" {'stream':>8} {'ops':>8} {'busy ms':>10} {'idle ms':>10} {'max gap ms':>11}"]
     for s in streams[:SHOWN_STREAMS]:
         who = f"{s.device:>6} {s.pid:>8}" if several else f"{s.device:>6}"
-        lines.append(f"  {who} {s.stream if s.raw_stream is None else s.raw_stream:>8} {s.operations:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
+        raw = s.stream if s.raw_stream is None else s.raw_stream
+        lines.append(f"  {who} {raw:>8} {s.operations:>8} {s.busy_ns / 1e6:>10.3f} {s.idle_ns / 1e6:>10.3f} "
                      f"{s.max_gap_ns / 1e6:>11.3f}")
     if len(streams) > SHOWN_STREAMS:
         lines.append(f"  ... {len(streams) - SHOWN_STREAMS} more streams (--json lists all)")

@@ -521,14 +521,14 @@ def _lane(a: Analysis, frame: Frame, key: tuple[int, int], idx: np.ndarray, cat:
     unit = "operation" if a.trace.kernels.kinds()[idx].any() else "kernel"  # copies or memsets on the lane
     if n > MAX_BARS_PER_LANE:
         mix = ColumnMix(view.lo, view.px_us, column_busy(st, en, cat, view.lo, view.px_us, view.ncols, ncat))
-        return Lane(f"{name} ({_plural(n, unit)}, mixed per column)", key[0], key[1],
-                    empty, empty, empty.astype(np.int64), (), n, mix)
+        return Lane(label=f"{name} ({_plural(n, unit)}, mixed per column)", device=key[0], stream=key[1],
+                    start_us=empty, width_us=empty, category=empty.astype(np.int64), names=(), kernels=n, mix=mix)
     by_start = np.argsort(st, kind="stable")
     idx, st, en, cat = idx[by_start], st[by_start], en[by_start], cat[by_start]
     u, inv = np.unique(a.trace.kernels.name[idx], return_inverse=True)
     short = [short_name(a.trace.strings[int(i)], 60) for i in u]
-    return Lane(f"{name} ({_plural(n, unit)})", key[0], key[1], st,
-                np.maximum(en - st, MIN_BAR_PX * view.px_us), cat, tuple(short[i] for i in inv), n, None)
+    return Lane(label=f"{name} ({_plural(n, unit)})", device=key[0], stream=key[1], start_us=st,
+                width_us=np.maximum(en - st, MIN_BAR_PX * view.px_us), category=cat, names=tuple(short[i] for i in inv), kernels=n, mix=None)
 
 
 def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | None,
@@ -552,7 +552,8 @@ def _range_lanes(a: Analysis, frame: Frame, view: _View, rx: re.Pattern[str] | N
         names = tuple(t.strings[int(i)] for i in r.text[idx])
         if float((en - st).max()) < view.px_us:  # else it would look empty: say why it is thin
             label += f" ({_plural(len(idx), 'short range')})"
-        out.append(RangeLane(label, st, np.maximum(en - st, MIN_BAR_PX * view.px_us), depth, names, False))
+        out.append(RangeLane(label=label, start_us=st, width_us=np.maximum(en - st, MIN_BAR_PX * view.px_us), depth=depth, names=names,
+                             aggregated=False))
     return tuple(out)
 
 
