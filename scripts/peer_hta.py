@@ -46,7 +46,7 @@ def hta_numbers(path: Path) -> dict:
             "streams": {s: {"idle_us": sum(v.values()), "host_wait_us": v.get("host_wait", 0.0)} for s, v in streams.items()}}
 
 
-def hta_window(trace):  # type: ignore[no-untyped-def]
+def hta_window(trace):
     """The trace with only the kernels HTA keeps by default (include_last_profiler_step=False): those
     launched before the last ProfilerStep began (kernels without a launch record are dropped too)."""
     from dataclasses import replace

@@ -43,7 +43,7 @@ def planned(path: Path) -> Path:
     return b.write(path)
 
 
-def analysed(path: Path):  # type: ignore[no-untyped-def]
+def analysed(path: Path):
     return open_artifact(path).analyze(PairSpec.from_json("none"))
 
 

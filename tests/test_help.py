@@ -19,9 +19,9 @@ def test_every_parser_has_help_text() -> None:
 
 @pytest.mark.parametrize("name, parser", [(n, p) for n, p in PARSERS if n], ids=[n for n, _ in PARSERS if n])
 def test_description_and_examples(name: str, parser: object) -> None:
-    text = parser.format_help()  # type: ignore[attr-defined]
+    text = parser.format_help()
     examples = [line for line in text.splitlines()[text.splitlines().index("examples:") + 1:] if line.startswith("  ")]
-    assert parser.description and len(parser.description) > 20  # type: ignore[attr-defined]
+    assert parser.description and len(parser.description) > 20
     assert 2 <= len(examples) <= 3, examples
 
 

@@ -25,7 +25,7 @@ KINDS = ("RAW", "WAR", "WAW", "reuse")
 
 
 def analysed(program: str, **kw: object) -> Analysis:
-    return analyze(load_trace(FIXTURES / f"{program}.sqlite"), **kw)  # type: ignore[arg-type]
+    return analyze(load_trace(FIXTURES / f"{program}.sqlite"), **kw)
 
 
 def test_the_family_is_all_there() -> None:

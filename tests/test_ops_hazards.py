@@ -310,7 +310,7 @@ class TestCopyCallbacks:
     copy inside a torch op left to the op, a graph launch's stream recorded."""
 
     @staticmethod
-    def callbacks():  # type: ignore[no-untyped-def]
+    def callbacks():
         import enum
 
         from tests.test_capture_memory import FakeCupti, Recording

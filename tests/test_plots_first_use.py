@@ -20,18 +20,18 @@ HAZARDS = DATA / "hazards" / "planted_cross_stream.sqlite"
 
 
 @pytest.fixture(scope="module")
-def killed():  # type: ignore[no-untyped-def]
+def killed():
     run = open_artifact(KILLED)
     return timeline_data(run.analyze(PairSpec.from_args(["all"], None, None)))
 
 
-def _inside(fig, artist) -> bool:  # type: ignore[no-untyped-def]
+def _inside(fig, artist) -> bool:
     fig.canvas.draw()
     box, page = artist.get_window_extent(), fig.bbox
     return box.x0 >= page.x0 - 1 and box.x1 <= page.x1 + 1 and box.y0 >= page.y0 - 1 and box.y1 <= page.y1 + 1
 
 
-def test_partial_rank_is_warned_of_inside_the_default_figure(killed) -> None:  # type: ignore[no-untyped-def]
+def test_partial_rank_is_warned_of_inside_the_default_figure(killed) -> None:
     assert killed.alert == "rank 1 PARTIAL"
     fig = draw_timeline(killed)
     title = fig._suptitle
@@ -46,7 +46,7 @@ def test_subtitle_wraps_between_parts() -> None:
     assert wrap_parts(text, 8) == ["a" * 100, "b" * 100, "c" * 30]  # 112 characters a line
 
 
-def test_cpu_lanes_of_short_ranges_say_so_and_bars_are_visible(killed) -> None:  # type: ignore[no-untyped-def]
+def test_cpu_lanes_of_short_ranges_say_so_and_bars_are_visible(killed) -> None:
     labels = [r.label for r in killed.range_lanes]
     short = [label for label in labels if label.endswith("short ranges)")]
     assert short and all("CPU thread" in label for label in short)

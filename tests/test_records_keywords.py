@@ -76,7 +76,7 @@ def test_a_keyword_only_record_refuses_positional_construction() -> None:
     from tracer.trace.analyze import StreamStats
 
     with pytest.raises(TypeError):
-        StreamStats(device=0, stream=7, kernels=3, busy_ns=10, idle_ns=2, span_ns=12, max_gap_ns=4)  # type: ignore[misc]  # the point of the test: positional is refused
+        StreamStats(0, 7, 3, 10, 2, 12, 4)  # type: ignore[misc]  # the point of the test: positional is refused
     s = StreamStats(device=0, stream=7, kernels=3, busy_ns=10, idle_ns=2, span_ns=12, max_gap_ns=4)
     assert (s.stream, s.max_gap_ns) == (7, 4)
     with pytest.raises(FrozenInstanceError):

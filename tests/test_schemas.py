@@ -23,12 +23,12 @@ def validator(kind: str) -> jsonschema.Draft202012Validator:
     return jsonschema.Draft202012Validator(schema)
 
 
-def output(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:  # type: ignore[type-arg]
+def output(capsys: pytest.CaptureFixture[str], *argv: str) -> dict:
     main(list(argv))
     return json.loads(capsys.readouterr().out)
 
 
-def assert_valid(kind: str, doc: dict) -> None:  # type: ignore[type-arg]
+def assert_valid(kind: str, doc: dict) -> None:
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator(kind).iter_errors(doc)]
     assert not errors, errors[:5]
     assert doc["schema"] == VERSION

@@ -38,11 +38,11 @@ def _settings(root: Path, state: Path, **kw: object) -> Settings:
     base = {"roots": (root,), "state_dir": state, "jobs": load_jobs(jobs_file(state.parent / f"{state.name}.yaml", sys.executable)),
             "gpus": (), "allowed_hosts": ("testserver",), "rescan_s": 3600.0, "upload_limit": 1 << 20}
     base.update(kw)
-    return Settings(**base)  # type: ignore[arg-type]
+    return Settings(**base)
 
 
 @pytest.fixture(scope="module")
-def client(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def client(runs: dict[str, Path], tmp_path_factory: pytest.TempPathFactory):
     root = runs["raw"].parent.parent
     state = tmp_path_factory.mktemp("state") / "s"
     with TestClient(build_app(_settings(root, state))) as c:

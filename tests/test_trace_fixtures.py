@@ -36,7 +36,7 @@ class TestH100TwoGpu:
         assert kinds.count(SyncKind.WAIT) == 236 and kinds.count(SyncKind.STREAM) == 8
         assert t.producer.startswith("nsys 2026.2.1.210 schema 3.25.0")
 
-    def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:  # type: ignore[no-untyped-def]
+    def test_missing_launch_records_are_counted_not_dropped(self, analysis) -> None:
         # kernels: 1,810 by SQL joining on (process, correlationId); joined on correlationId alone, 11
         # kernels would take the launch call of the other process. Copies lack theirs too.
         no_record = analysis.attribution.rule == analysis.attribution.rule.max()  # rule 'none'

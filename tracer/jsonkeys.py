@@ -15,7 +15,7 @@ def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     out = dict(pairs)
     if len(out) != len(pairs):
         seen: set[str] = set()
-        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]
+        key = next(k for k, _ in pairs if k in seen or seen.add(k))  # type: ignore[func-returns-value]  # set.add returns None: the `or` marks k seen
         raise DuplicateKey(f"duplicate JSON key {key[:80]!r} (an object holds each key once)")
     return out
 

@@ -64,12 +64,12 @@ def diff_artifacts(a: Artifact, b: Artifact, *, pairs: PairSpec | None = None, h
             raise UsageError(f"--targets picks targets of profile runs, not of {WORDS[ka]}")
         a, b = _target(a, targets[0]), _target(b, targets[1])
     if isinstance(a, (TraceRun, JobRun)):
-        return _diff_traces(a, b, pairs, hazards, alpha, seed)  # type: ignore[arg-type]
+        return _diff_traces(a, b, pairs, hazards, alpha, seed)  # type: ignore[arg-type]  # kind_of() narrowed both; mypy cannot see it
     if isinstance(a, SanitizeRun):
-        return _diff_sanitize(a, b, alpha)  # type: ignore[arg-type]
+        return _diff_sanitize(a, b, alpha)  # type: ignore[arg-type]  # kind_of() narrowed both; mypy cannot see it
     if isinstance(a, CampaignRun):
-        return _diff_campaign(a, b, alpha)  # type: ignore[arg-type]
-    return _diff_profile(a, b, alpha, seed)  # type: ignore[arg-type]
+        return _diff_campaign(a, b, alpha)  # type: ignore[arg-type]  # kind_of() narrowed both; mypy cannot see it
+    return _diff_profile(a, b, alpha, seed)  # type: ignore[arg-type]  # kind_of() narrowed both; mypy cannot see it
 
 
 # ---- traces and jobs --------------------------------------------------------------------------

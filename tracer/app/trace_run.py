@@ -62,7 +62,7 @@ class CaptureRequest:
 def check_stop_after(value: object, timeout: float, backend: str) -> float:
     """--stop-after: seconds above 0 and below --timeout, with the cupti backend."""
     try:
-        seconds = float(value)  # type: ignore[arg-type]
+        seconds = float(value)  # type: ignore[arg-type]  # any object: what float() refuses is the error below
     except (TypeError, ValueError):
         seconds = math.nan
     if isinstance(value, bool) or not (math.isfinite(seconds) and 0 < seconds < timeout):

@@ -178,7 +178,7 @@ def _one(kind: KeyKind, name: str, a: np.ndarray | None, b: np.ndarray | None, r
     if a is None or b is None:
         return TimeChange(**base, ratio=None, ci_low=None, ci_high=None, p_value=None, p_holm=None,
                           change=Change.NEW if a is None else Change.GONE)
-    ratio = med[1] / med[0] if med[0] else None  # type: ignore[operator]
+    ratio = med[1] / med[0] if med[0] else None  # type: ignore[operator]  # b is not None here, so med[1] is a float
     if min(na, nb) < MIN_SAMPLES or ratio is None:
         return TimeChange(**base, ratio=ratio, ci_low=None, ci_high=None, p_value=None, p_holm=None, change=Change.UNJUDGED)
     p = 1.0 if a[0] == a[-1] == b[0] == b[-1] else mann_whitney_p(a, b, presorted=True)
@@ -205,6 +205,6 @@ def compare_samples(a: Samples, b: Samples, alpha: float = ALPHA, seed: int = 0)
     keys = sorted(set(a.by_key) | set(b.by_key), key=lambda k: (k[0].value, k[1]))
     out = [_one(k[0], k[1], a.by_key.get(k), b.by_key.get(k), rng) for k in keys]
     judged = [i for i, c in enumerate(out) if c.p_value is not None]
-    for i, p in zip(judged, holm([out[i].p_value for i in judged])):  # type: ignore[misc]
+    for i, p in zip(judged, holm([out[i].p_value for i in judged])):  # type: ignore[misc]  # p_value is set on every judged change
         out[i] = _judge(out[i], p, alpha)
     return tuple(sorted(out, key=lambda c: (ORDER[c.change], -abs(c.total_b_ns - c.total_a_ns))))

@@ -42,7 +42,7 @@ def _plain(func: Callable[[float, int | None], object]) -> Callable[[float, int 
     def label(x: float, pos: int | None = None) -> str:
         return shown_text(str(func(x, pos)))
 
-    label.plain = True  # type: ignore[attr-defined]
+    label.plain = True  # type: ignore[attr-defined]  # a mark on the function: wrapped once
     return label
 
 

@@ -34,7 +34,7 @@ def open_sqlite(path: Path, mode: Mode = Mode.READ, timeout: float = LOCK_WAIT_S
                 isolation_level: Literal["", "DEFERRED", "EXCLUSIVE", "IMMEDIATE"] | None = "") -> sqlite3.Connection:
     """A connection to `path` itself; sqlite3 errors escape (callers classify them with
     `open_error`, after the first query, which is where SQLite reports most of them)."""
-    return sqlite3.connect(sqlite_uri(path, mode), uri=True, timeout=timeout, isolation_level=isolation_level,  # type: ignore[arg-type]
+    return sqlite3.connect(sqlite_uri(path, mode), uri=True, timeout=timeout, isolation_level=isolation_level,  # type: ignore[arg-type]  # typeshed lacks "" (autocommit off, no BEGIN kind)
                            check_same_thread=False)
 
 

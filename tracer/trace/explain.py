@@ -19,6 +19,7 @@ stream with their cause on the CPU side, and the critical path of a step.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING
@@ -291,7 +292,8 @@ def idle_gaps(a: Analysis) -> tuple[tuple[GapGroup, ...], dict[str, int]]:
     return _group_gaps(t, g, cause, detail, range_key)
 
 
-def _group_gaps(t: Trace, g: _Gaps, cause: np.ndarray, detail: np.ndarray, range_key) -> tuple[tuple[GapGroup, ...], dict[str, int]]:  # type: ignore[no-untyped-def]
+def _group_gaps(t: Trace, g: _Gaps, cause: np.ndarray, detail: np.ndarray,
+                range_key: Callable[[str], str]) -> tuple[tuple[GapGroup, ...], dict[str, int]]:
     k = t.kernels
     dur = g.end - g.start
     table = np.stack([k.device[g.next], k.stream[g.next], cause, detail], axis=1) if len(dur) else np.zeros((0, 4), dtype=np.int64)
