@@ -115,6 +115,22 @@ def test_two_processes_in_one_export_keep_their_pids() -> None:
     assert set(ranges) == {"proc0", "proc1"} and set(ranges.values()) == {pid_a, pid_b}
 
 
+def test_two_processes_of_one_export_keep_their_own_streams() -> None:
+    """Both processes ran on streams 7 and 13 of one GPU: the verdict keys streams by process, so no
+    kernel of one process is in stream order with a kernel of the other."""
+    from tracer.trace.analyze import analyze
+    from tracer.trace.pairs import PairMode, PairSpec
+
+    a = analyze(load_trace(DATA / "nsys_two_procs.sqlite"), PairSpec(PairMode.ALL), hazards=False)
+    streams = {(s.pid, s.raw_stream) for s in a.streams}
+    pids = {pid for pid, _ in streams}
+    assert len(pids) == 2 and streams == {(p, r) for p in pids for r in (7, 13)}
+    assert a.trace.multi_process and sorted(a.trace.processes) == sorted(pids)
+    across = [p for p in a.pairs if a.trace.stream_origin(p.producer_stream).pid != a.trace.stream_origin(p.consumer_stream).pid]
+    assert across and all(p.verdict.value != "same-stream" for p in across)
+    assert a.to_json()["processes"] == list(a.trace.processes)
+
+
 def test_import_of_an_nsys_export(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     run = tmp_path / "imported"
     assert main(["trace", "import", str(DATA / "nsys_train.sqlite"), "-o", str(run), "--pairs", "all"]) == 0
