@@ -122,3 +122,18 @@ def test_ten_thousand_streams_are_analysed_and_plotted_in_seconds(tmp_path: Path
             assert len(doc["streams"]) == 10_000 and doc["pair_counts"]["unordered"] == 10_000 * 9_999
         else:
             assert "40 stream lanes" in out.stdout
+
+
+def test_an_ablation_of_5000_variants_draws_the_most_failure_prone(tmp_path: Path) -> None:
+    from tracer.campaign.stats import cell_stats
+    from tracer.plots.ablation import MAX_SHOWN, shown_cells
+
+    cells = [cell_stats(f"v{i}", 1 if i == 4321 else 0, 10 if i != 17 else 3) for i in range(5000)]
+    shown, note = shown_cells(cells)
+    assert len(shown) == MAX_SHOWN and [c.label for c in shown[:2]] == ["v17", "v4321"]  # 0/3, then 1/10: widest upper bounds
+    assert "60 of 5,000 variants" in note
+    src = tmp_path / "a.json"
+    src.write_text(json.dumps({"variants": {c.label: {"failures": c.failures, "trials": c.trials} for c in cells}}))
+    out = subprocess.run([sys.executable, "-m", "tracer", "plot", "ablation", str(src), "-o", str(tmp_path / "a.png")],
+                         capture_output=True, text=True, env={"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}, timeout=120)
+    assert out.returncode == 0 and "5000 variants" in out.stdout, out.stderr
