@@ -402,7 +402,20 @@ def damaged_cases() -> list[Case]:
              ["campaign", "run", "{d}/c.yaml", "-o", "{d}/s.sqlite", "--no-progress"], (2,), write("c.yaml", CAMPAIGN + "trials_per_cell: 9\n")),
         *(Case("campaign stores", f"a trial whose `failed` flag is {v}", ["campaign", "report", "{d}/s.sqlite"], (6,), stored_store(v))
           for v in ("'x'", "-1", "7")),
+        Case("scale", "10,000 streams, trace analyze (--pairs all)", [*an, "{d}/t.sqlite"], (0,), many_streams(10_000)),
+        Case("scale", "10,000 streams, plot stream-timeline (lanes folded)", ["plot", "stream-timeline", "{d}/t.sqlite", "-o", "{d}/t.png"],
+             (0,), many_streams(10_000)),
+        Case("scale", "ablation JSON of 5,000 variants", ["plot", "ablation", "{d}/a.json", "-o", "{d}/a.png"], (0,),
+             write("a.json", json.dumps({"variants": {f"v{i}": {"failures": i % 3, "trials": 10} for i in range(5000)}}))),
     ]
+
+
+def many_streams(n: int) -> Setup:
+    def make(d: Path) -> None:
+        sys.path.insert(0, str(ROOT / "scripts"))
+        from bench_streams import make as build
+        build(n, False, d / "t.sqlite")
+    return make
 
 
 CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, damaged_cases, picture_cases, profile_cases, campaign_cases,

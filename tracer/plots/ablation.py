@@ -18,7 +18,21 @@ def rate_limit(cells: list[CellStats]) -> float:
     return min(1.0, max(0.05, max((c.upper for c in cells), default=0.0) * 1.1))
 
 
+MAX_SHOWN = 60  # variants drawn; beyond, those with the highest upper bound (the most failure-prone)
+
+
+def shown_cells(cells: list[CellStats]) -> tuple[list[CellStats], str]:
+    """The variants to draw and what the title adds: all of them while few, else the MAX_SHOWN with
+    the highest upper bound (a row per variant would make a picture thousands of inches tall)."""
+    if len(cells) <= MAX_SHOWN:
+        return cells, ""
+    picked = sorted(range(len(cells)), key=lambda i: (-cells[i].upper, -cells[i].rate, i))[:MAX_SHOWN]
+    return [cells[i] for i in picked], f"\n{MAX_SHOWN} of {len(cells):,} variants shown: highest upper bound first"
+
+
 def draw_ablation(cells: list[CellStats], title: str = "failure rate per variant (95% interval)") -> Figure:
+    cells, note = shown_cells(cells)
+    title += note
     fig, ax = plt.subplots(figsize=(10, 0.5 * len(cells) + 1.8), dpi=100, layout="constrained")
     right = blended_transform_factory(ax.transAxes, ax.transData)
     for i, c in enumerate(cells):
