@@ -366,4 +366,5 @@ def write_perfetto_json(path: Path, out: Path) -> int:
     if not isinstance(art, (TraceRun, JobRun)):
         raise TraceFormatError(f"{path}: not a trace or job run: no Perfetto JSON")
     spec = PairSpec.from_args(None, default=art.pair_spec)
+    out.parent.mkdir(parents=True, exist_ok=True)  # the service's cache folder (a user's -o must exist)
     return write_perfetto(art.analyze(PairSpec(PairMode.NONE) if spec.implicit else spec, hazards=False), out)

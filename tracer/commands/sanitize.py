@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace, jobs: list, name: str, command: dict) -> list
 def emit(runs: list, args: argparse.Namespace) -> int:
     from tracer.sanitize.report import format_text, raise_if_not_clean, to_json, write_reports
 
-    write_reports(runs, args.junit, args.sarif, [vars(args).get(k) for k in ("file", "log", "workload")] + args.suppressions)
+    write_reports(runs, args.junit, args.sarif, [*vars(args).get("files", []), *map(vars(args).get, ("log", "workload")), *args.suppressions])
     print(to_json(runs) if args.json else format_text(runs))
     raise_if_not_clean(runs)
     return 0

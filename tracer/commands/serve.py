@@ -9,7 +9,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("serve", help="browse runs, timelines and jobs in a browser (docs/serve.md)")
     p.add_argument("--runs", action="append", type=Path, help="a folder of runs (repeatable; default ./runs)")
     p.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1; any other needs --token)")
-    p.add_argument("--port", type=int, default=8765)
+    p.add_argument("--port", type=int, default=8765, help="port to listen on (default 8765)")
     p.add_argument("--token", help="every request must carry it (Authorization: Bearer TOKEN, or /?token=TOKEN once)")
     p.add_argument("--token-file", type=Path, help="read the token from this file")
     p.add_argument("--read-only", action="store_true", help="no job submission, cancel or import")

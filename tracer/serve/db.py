@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tracer.errors import OutputError, TraceFormatError
+from tracer.store.sqlite_open import Mode, open_sqlite
 
 SCHEMA_VERSION = 1
 SCHEMA = """
@@ -37,7 +38,7 @@ class Db:
         self.lock = threading.RLock()
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            self.conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, timeout=30)
+            self.conn = open_sqlite(path, Mode.CREATE, timeout=30, isolation_level=None)
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)

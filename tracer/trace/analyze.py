@@ -16,7 +16,7 @@ from tracer.schemas import header
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
-from tracer.trace.model import OP_KINDS, Trace, process_index, with_operations
+from tracer.trace.model import KERNEL, OP_KINDS, Trace, process_index, with_operations
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec
 from tracer.trace.selection import require_matches
@@ -172,6 +172,9 @@ class Analysis:
         out = []
         if (fail_on_unordered or fail_on_hazard) and len(self.trace.kernels) == 0:
             out.append("the trace holds no kernel: nothing was judged")
+        elif (fail_on_unordered or fail_on_hazard) and not (self.trace.kernels.kinds() == KERNEL).any():
+            out.append(f"the trace holds no kernel, only {len(self.trace.kernels)} copies and memsets: its kernels were lost "
+                       "or never recorded")
         if fail_on_unordered and self.unordered:
             out.append(f"{self.unordered} producer -> consumer pair(s) are UNORDERED")
         if fail_on_hazard:
