@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 
 from tests.trace_synthetic import TraceBuilder, generate
 from tracer.trace.memory import MAX_EXPANDED_ROWS, MAX_FANOUT
