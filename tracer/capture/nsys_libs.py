@@ -25,7 +25,7 @@ VENDORED = re.compile(r"^lib(dw|elf|zstd|lzma|bz2)-[0-9a-f][^/]*\.so[.0-9]*$")  
 ELFUTILS_VERSION = re.compile(r"^libdw-\d+-[0-9a-f]+\.(\d+)\.so$")
 SOURCE_FILE = "source.json"
 HOW = ("pip install 'tracer-nsight[nsys]' (drgn, which vendors elfutils) then `tracer doctor --fix-nsys`, "
-       "or `tracer doctor --fix-nsys --from drgn-*.whl`")
+       "or `tracer doctor --fix-nsys --from drgn-*.whl`; or trace with `--backend cupti`")
 
 
 @dataclass(frozen=True)
