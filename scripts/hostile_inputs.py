@@ -343,14 +343,8 @@ def two_processes(d: Path) -> None:
 
 def fan_out(d: Path) -> None:
     """One op with 3,000 accesses launched 3,000 times: 9M (launch, access) rows from 6,000 stored."""
-    from tests.trace_synthetic import TraceBuilder
-    b = TraceBuilder()
-    op = b.op("aten::_foreach_add_")
-    for i in range(3000):
-        b.access(op, 0x1000_0000 + i * 256, 256, 3)
-    for _ in range(3000):
-        b.launch(7, "multi_tensor_apply_kernel", op=op)
-    b.write(d / "t.sqlite", memory=True)
+    from tests.trace_synthetic import fan_out as build
+    build(d / "t.sqlite")
 
 
 def stored_store(value: str) -> Setup:
@@ -493,20 +487,10 @@ def exclusive_lock(d: Path) -> None:
 
 def hot_journal(d: Path) -> None:
     """A copy of a database and its journal taken in the middle of a write (a writer that crashed)."""
-    import shutil
-
-    db = d / "w" / "h.sqlite"
-    db.parent.mkdir()
-    con = sqlite3.connect(db, isolation_level=None)
-    con.execute("CREATE TABLE t (x)")
-    con.executemany("INSERT INTO t VALUES (randomblob(1000))", [()] * 200)
-    con.execute("PRAGMA cache_size=1")
-    con.execute("BEGIN")
-    con.execute("DELETE FROM t")
-    con.executemany("INSERT INTO t VALUES (randomblob(3000))", [()] * 200)
-    shutil.copy(db, d / "t.sqlite")
-    shutil.copy(f"{db}-journal", d / "t.sqlite-journal")
-    con.close()
+    from tests.trace_synthetic import hot_journal as build
+    (d / "w").mkdir()
+    build(d / "w", d).rename(d / "t.sqlite")
+    (d / "h.sqlite-journal").rename(d / "t.sqlite-journal")
 
 
 def long_line_log(d: Path) -> None:

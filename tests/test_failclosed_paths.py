@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
+from tests.trace_synthetic import hot_journal
 from tracer.cli import main
 from tracer.errors import TraceFormatError
 from tracer.store.atomic import temp_name
@@ -193,19 +194,9 @@ def test_a_lock_held_by_another_process_is_said_promptly(tmp_path: Path, capsys:
 
 
 def test_a_hot_journal_is_named_not_called_corrupt(tmp_path: Path) -> None:
-    db = tmp_path / "h.sqlite"
-    con = sqlite3.connect(db, isolation_level=None)
-    con.execute("CREATE TABLE t (x)")
-    con.executemany("INSERT INTO t VALUES (randomblob(1000))", [()] * 200)
-    con.execute("PRAGMA cache_size=1")
-    con.execute("BEGIN")
-    con.execute("DELETE FROM t")
-    con.executemany("INSERT INTO t VALUES (randomblob(3000))", [()] * 200)  # spills: the journal is hot on disk
     snap = tmp_path / "snap"
     snap.mkdir()
-    shutil.copy(db, snap / "h.sqlite")
-    shutil.copy(Path(f"{db}-journal"), snap / "h.sqlite-journal")
-    con.close()
+    hot_journal(tmp_path, snap)
     with pytest.raises(TraceFormatError, match="hot journal") as info:
         connect(snap / "h.sqlite")
     assert "corrupt" not in str(info.value)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.trace_synthetic import TraceBuilder, generate
+from tests.trace_synthetic import TraceBuilder, fan_out, generate
 from tracer.trace.memory import MAX_EXPANDED_ROWS, MAX_FANOUT
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,13 +33,7 @@ def _peak(path: Path) -> dict:
 
 def test_one_op_with_many_launches_and_accesses_is_refused_within_bounds(tmp_path: Path) -> None:
     """3,000 launches of one op with 3,000 accesses: 9M (launch, access) rows from 6,000 stored."""
-    b = TraceBuilder()
-    op = b.op("aten::_foreach_add_")
-    for i in range(3000):
-        b.access(op, 0x1000_0000 + i * 256, 256, 3)
-    for _ in range(3000):
-        b.launch(7, "multi_tensor_apply_kernel", op=op)
-    path = b.write(tmp_path / "fan.sqlite", memory=True)
+    path = fan_out(tmp_path / "fan.sqlite")
     got = _peak(path)
     assert 3000 * 3000 > max(MAX_FANOUT * 6000, MAX_EXPANDED_ROWS)
     assert got["rows"] == -1 and "3000 launches x 3000 accesses" in got["error"]

@@ -3,6 +3,8 @@ memory tables of docs/design/capture-memory-jobs.md), for CPU tests of shapes no
 from __future__ import annotations
 
 import importlib.util
+import shutil
+import sqlite3
 import sys
 from pathlib import Path
 
@@ -16,3 +18,33 @@ _spec.loader.exec_module(synthetic)
 TraceBuilder = synthetic.TraceBuilder
 generate = synthetic.generate
 STREAMS = synthetic.STREAMS
+
+
+def fan_out(path: Path, launches: int = 3000, accesses: int = 3000) -> Path:
+    """One op with `accesses` accesses launched `launches` times: launches x accesses (launch, access)
+    rows from launches + accesses stored (a hostile memory trace the reader must refuse, not expand)."""
+    b = TraceBuilder()
+    op = b.op("aten::_foreach_add_")
+    for i in range(accesses):
+        b.access(op, 0x1000_0000 + i * 256, 256, 3)
+    for _ in range(launches):
+        b.launch(7, "multi_tensor_apply_kernel", op=op)
+    return b.write(path, memory=True)
+
+
+def hot_journal(work: Path, out: Path) -> Path:
+    """A copy, in `out`, of a database and its journal taken in the middle of a write (a writer that
+    crashed): SQLite must name the hot journal, not call the file corrupt."""
+    db = work / "h.sqlite"
+    con = sqlite3.connect(db, isolation_level=None)
+    con.execute("CREATE TABLE t (x)")
+    con.executemany("INSERT INTO t VALUES (randomblob(1000))", [()] * 200)
+    con.execute("PRAGMA cache_size=1")
+    con.execute("BEGIN")
+    con.execute("DELETE FROM t")
+    con.executemany("INSERT INTO t VALUES (randomblob(3000))", [()] * 200)  # spills: the journal is hot on disk
+    shutil.copy(db, out / "h.sqlite")
+    shutil.copy(f"{db}-journal", out / "h.sqlite-journal")
+    con.close()
+    return out / "h.sqlite"
+
