@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
-from tests.trace_synthetic import TraceBuilder
+from tests.trace_synthetic import TraceBuilder, hazards, load
 from tracer.trace.analyze import analyze
 from tracer.trace.attribution import attribute
 from tracer.trace.hazards import MAX_LISTED_HAZARDS, Hazards
@@ -36,16 +36,6 @@ def kernel(b: TraceBuilder, stream: int, *accesses: tuple, name: str = "k", exac
     for acc in accesses:
         b.access(op, acc[0], acc[1], acc[2], exact=exact, allocation=acc[3] if len(acc) > 3 else -1)
     return b.launch(stream, name, op=op)
-
-
-def load(tmp_path: Path, b: TraceBuilder) -> Trace:
-    return load_trace(b.write(tmp_path / "t.sqlite", memory=True))
-
-
-def hazards(tmp_path: Path, b: TraceBuilder) -> Hazards:
-    h = analyze(load(tmp_path, b)).hazards
-    assert h is not None and h.memory
-    return h
 
 
 def kinds(h: Hazards) -> list[tuple[str, str, str]]:

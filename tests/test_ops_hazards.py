@@ -13,28 +13,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tests.trace_synthetic import TraceBuilder
+from tests.trace_synthetic import TraceBuilder, hazards, load
 from tracer.capture.callbacks import copy_accesses, pitched
 from tracer.trace.analyze import analyze
 from tracer.trace.hazards import Covered, Hazards
 from tracer.trace.load import load_trace
 from tracer.trace.memory import READ, WRITE
-from tracer.trace.model import MEMCPY, MEMSET, Trace, with_operations
+from tracer.trace.model import MEMCPY, MEMSET, with_operations
 from tracer.trace.ordering import Verdict
 from tracer.trace.pairs import PairSpec
 
 A, B, C = 7, 13, 14
 X = 0x7F00_0000_0000
-
-
-def load(tmp_path: Path, b: TraceBuilder) -> Trace:
-    return load_trace(b.write(tmp_path / "t.sqlite", memory=True))
-
-
-def hazards(tmp_path: Path, b: TraceBuilder) -> Hazards:
-    h = analyze(load(tmp_path, b)).hazards
-    assert h is not None and h.memory
-    return h
 
 
 def op_with(b: TraceBuilder, name: str, *accesses: tuple[int, int, int]) -> int:

@@ -7,6 +7,11 @@ import shutil
 import sqlite3
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tracer.trace.hazards import Hazards
+    from tracer.trace.model import Trace
 
 _PATH = Path(__file__).resolve().parent.parent / "scripts" / "make_synthetic_trace.py"
 _spec = importlib.util.spec_from_file_location("make_synthetic_trace", _PATH)
@@ -47,4 +52,20 @@ def hot_journal(work: Path, out: Path) -> Path:
     shutil.copy(f"{db}-journal", out / "h.sqlite-journal")
     con.close()
     return out / "h.sqlite"
+
+
+def load(tmp_path: Path, b: TraceBuilder) -> Trace:
+    """The builder's trace with its memory tables, written and read back as a capture is."""
+    from tracer.trace.load import load_trace
+
+    return load_trace(b.write(tmp_path / "t.sqlite", memory=True))
+
+
+def hazards(tmp_path: Path, b: TraceBuilder) -> Hazards:
+    """The hazard verdict of the builder's trace (its memory sets read, so never 'not checked')."""
+    from tracer.trace.analyze import analyze
+
+    h = analyze(load(tmp_path, b)).hazards
+    assert h is not None and h.memory
+    return h
 
