@@ -412,8 +412,6 @@ def many_streams(n: int) -> Setup:
     return make
 
 
-CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, damaged_cases, picture_cases, profile_cases, campaign_cases,
-          full_disk_cases)
 # -- round two (issue 25): names read as URIs, outputs over inputs, unbounded readers, names ----
 
 JOB = DATA / "jobs" / "ddp_gloo_2ranks"
@@ -720,8 +718,8 @@ def message_cases() -> list[Case]:
     ]
 
 
-CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, picture_cases, profile_cases, campaign_cases, full_disk_cases,
-          path_cases, output_cases, reader_cases, name_cases, message_cases)
+CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, damaged_cases, picture_cases, profile_cases, campaign_cases,
+          full_disk_cases, path_cases, output_cases, reader_cases, name_cases, message_cases)
 
 
 # -- running ------------------------------------------------------------------------------------
