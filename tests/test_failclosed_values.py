@@ -26,7 +26,7 @@ def _plot(tmp_path: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tu
     (["--window", "5000:1000"], "--window '5000:1000': START must be below END"),
     (["--window", "5:6:7"], "is not START:END"),
     (["--range", "^nosuch/"], "--range '^nosuch/' matches no NVTX range holding a kernel (closest: 'step"),
-    (["--window", "99999999:"], "--window 1e+08:inf holds no kernel"),
+    (["--window", "99999999:"], "--window 1e+08:inf holds no GPU operation"),
 ])
 def test_bad_or_empty_selections_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str) -> None:
     code, err = _plot(tmp_path, capsys, *extra)

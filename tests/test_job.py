@@ -352,7 +352,7 @@ def test_job_timeline_lanes_labels_and_aligned_times(tmp_path: Path) -> None:
     t0 = PLAN.step_start(0)
     for r in range(3):
         assert d.lanes[2 * r + 1].start_us.tolist() == [(PLAN.arrival(s, r) - t0) / 1e3 for s in range(4)]
-    assert "clocks aligned, error 0.0 us" in d.subtitle and d.time_from.startswith("the first kernel of any process")
+    assert "clocks aligned, error 0.0 us" in d.subtitle and d.time_from.startswith("the first GPU operation of any process")
     assert len(d.categories) == 2 and any(c.startswith("ncclDevKernel_AllReduce") for c in d.categories)
     fig = draw_timeline(d)
     labels = [t.get_text() for t in fig.axes[0].get_yticklabels()]
@@ -365,7 +365,7 @@ def test_job_pictures_exports_and_report(tmp_path: Path, capsys: pytest.CaptureF
     assert "6 stream lanes, 3 NVTX lanes" in capsys.readouterr().out
     assert main(["plot", "stream-timeline", str(GLOO), "-o", str(tmp_path / "g.png")]) == 0
     assert main(["plot", "stream-timeline", str(run), "--window", "900ms:901ms", "-o", str(tmp_path / "x.png")]) == 2
-    assert "first kernel of any process" in capsys.readouterr().err
+    assert "first GPU operation of any process" in capsys.readouterr().err
     assert main(["trace", "export", "--perfetto", str(run), "-o", str(tmp_path / "p.json")]) == 0
     events = json.loads((tmp_path / "p.json").read_text())["traceEvents"]
     names = {e["pid"]: e["args"]["name"] for e in events if e.get("name") == "process_name"}

@@ -128,7 +128,7 @@ def test_axis_in_ms_when_the_span_is_large(globs: Analysis) -> None:
     assert d.unit == ("ms", 1e3)
     fig = draw_timeline(d)
     ax = fig.axes[0]
-    assert ax.get_xlabel() == "time (ms) from the first kernel"
+    assert ax.get_xlabel() == "time (ms) from the first GPU operation"
     fig.canvas.draw()
     ticks = [t.get_text() for t in ax.get_xticklabels() if t.get_text()]
     assert all(500 < float(t) < 600 for t in ticks)
@@ -259,7 +259,7 @@ def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[s
     for args, msg in ((["--range", "("], "is not a regular expression"),
                       (["--range", "^nosuch/"], "matches no NVTX range holding a kernel (closest: "),
                       (["--window", "5000:1000"], "START < END"),
-                      (["--window", "1e9:2e9"], "holds no kernel")):
+                      (["--window", "1e9:2e9"], "holds no GPU operation")):
         assert main(["plot", "stream-timeline", str(DEMO), "-o", str(tmp_path / "t.png"), *args]) == 2
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1

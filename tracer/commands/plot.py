@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.add_argument("source", type=Path, help="run directory (a job's: lanes per rank, device, stream) or trace file")
     t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
-    t.add_argument("--window", help="START:END from the first kernel, in microseconds or with a unit (480ms:520ms); "
+    t.add_argument("--window", help="START:END from the first GPU operation, in microseconds or with a unit (480ms:520ms); "
                    "default: the densest part of the trace")
     add_pair_options(t, "all")
     t.add_argument("--no-pairs", action="store_true", help="do not draw producer -> consumer pairs")

@@ -366,7 +366,7 @@ def _clock_notes(traced: list[JobProcess], offsets: dict[str, int | None], sprea
 # ---- the whole job ----------------------------------------------------------------------------
 
 def origin(job: Job) -> int:
-    """The job's time origin on the wall-clock base: the first kernel (else NVTX range) of any process."""
+    """The job's time origin on the wall-clock base: the first GPU operation (else NVTX range) of any process."""
     for column in ("kernels", "ranges"):
         firsts = [int(getattr(t, column).start.min()) + (p.clock.offset_ns or 0) for p, t in job.traced()
                   if len(getattr(t, column).start)]

@@ -55,12 +55,12 @@ def parse_range(text: str | None, flag: str = "--range") -> str | None:
 
 
 UNITS_US = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6}
-WINDOW_FORM = ("START:END with START < END, in microseconds from the first kernel or with a unit (ns, us, ms, s), "
+WINDOW_FORM = ("START:END with START < END, in microseconds from the first GPU operation or with a unit (ns, us, ms, s), "
                "e.g. 1000:5000 or 480ms:520ms; either side may be empty")
 
 
 def parse_window(text: str | None) -> tuple[float, float] | None:
-    """START:END from the first kernel, in microseconds or with a unit (480ms:520ms); either side
+    """START:END from the first GPU operation, in microseconds or with a unit (480ms:520ms); either side
     may be empty (0, the end); both finite, START below END."""
     if text is None:
         return None
@@ -99,6 +99,6 @@ def require_shown(trace: Trace, attr: Attribution, kernels_shown: int, range_reg
     k = trace.kernels
     if window is not None and len(k):
         end = float(k.end.max() - k.start.min()) / 1e3
-        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first "
-                         f"kernel; the kernels run from 0 to {end:.0f} us)")
+        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no GPU operation (times are microseconds from the first "
+                         f"GPU operation; the operations run from 0 to {end:.0f} us)")
     raise UsageError("the trace holds no kernel to draw")

@@ -135,7 +135,7 @@ class TimelineData:
     arrows: tuple[Arrow, ...]
     marks: tuple[Mark, ...]
     strips: tuple[Strip, ...]
-    time_from: str = "the first kernel"  # what the time axis counts from
+    time_from: str = "the first GPU operation"  # what the time axis counts from
     alert: str = ""  # what the title must warn of (a rank that died: "rank 1 PARTIAL"), shown in red
 
 
@@ -152,7 +152,7 @@ class HazardLike(Protocol):
 
 @dataclass(frozen=True, kw_only=True)
 class Frame:
-    """Where each kernel goes: times in microseconds from the first kernel, lane (-1: none)."""
+    """Where each kernel goes: times in microseconds from the first GPU operation, lane (-1: none)."""
 
     t0: int
     lane_keys: tuple[tuple[int, int], ...]
@@ -204,7 +204,7 @@ def _plural(n: int, word: str) -> str:
 
 def make_frame(a: Analysis, t0: int | None = None) -> Frame:
     """Lanes in the analysis' stream order (computed once there), one lane index per kernel; times
-    from t0 (default: the first kernel)."""
+    from t0 (default: the first GPU operation: kernel, copy or memset)."""
     k = a.trace.kernels
     keys = tuple((s.device, s.stream) for s in a.streams)
     fold = folded_streams(a) if len(keys) > MAX_LANES else set()
@@ -677,7 +677,7 @@ def job_timeline_data(ja: JobAnalysis, window: tuple[float, float] | None = None
     missing = ", ".join(f"{p.label} {p.outcome.value.upper()}" for p in ja.incomplete)
     data = _timeline(parts, window, range_regex, show_pairs, width_px, f"stream timeline: job {ja.job.run_dir.name}",
                      (clock,), f"{len(parts)} process{'es' if len(parts) > 1 else ''} with kernels, ",
-                     "the first kernel of any process (aligned clocks)")
+                     "the first GPU operation of any process (aligned clocks)")
     return replace(data, alert=missing)
 
 
@@ -711,7 +711,7 @@ def _event_strip(arrows: list[Arrow], strips: list[Strip], view: _View) -> tuple
 
 def _timeline(parts: Sequence[TimelinePart], window: tuple[float, float] | None, range_regex: str | None,
               show_pairs: bool, width_px: int, title: str, extra: tuple[str, ...], counted: str = "",
-              time_from: str = "the first kernel") -> TimelineData:
+              time_from: str = "the first GPU operation") -> TimelineData:
     pattern = parse_range(range_regex)
     rx = re.compile(pattern) if pattern is not None else None
     frames = [make_frame(p.analysis, -p.shift_ns) for p in parts]
@@ -766,8 +766,8 @@ def _require_shown(parts: Sequence[TimelinePart], frame: Frame, shown: int, rang
         require_shown(a.trace, a.attribution, shown, range_regex, window)
         return
     if range_regex is None and window is not None:
-        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no kernel (times are microseconds from the first "
-                         f"kernel of any process; the kernels run from 0 to {float(frame.end_us.max()):.0f} us)")
+        raise UsageError(f"--window {window[0]:g}:{window[1]:g} holds no GPU operation (times are microseconds from the first "
+                         f"GPU operation of any process; the operations run from 0 to {float(frame.end_us.max()):.0f} us)")
     biggest = max(parts, key=lambda p: len(p.analysis.trace.kernels)).analysis
     require_shown(biggest.trace, biggest.attribution, shown, range_regex, window)
 
