@@ -325,12 +325,8 @@ def full_disk_cases() -> list[Case]:
 def copy_sql(src: Path, name: str, *statements: str) -> Setup:
     """A copy of src (read through SQLite's backup, so a WAL store comes whole) with statements applied."""
     def make(d: Path) -> None:
-        with contextlib.closing(sqlite3.connect(f"file:{src}?mode=ro", uri=True)) as a, \
-                contextlib.closing(sqlite3.connect(d / name)) as b:
-            a.backup(b)
-            for st in statements:
-                b.execute(st)
-            b.commit()
+        from tests.trace_synthetic import copy_with
+        copy_with(src, d / name, *statements)
     return make
 
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
+from tests.trace_synthetic import copy_with
 from tracer.cli import main
 from tracer.profiles import load_yaml
 from tracer.errors import ProfileError
@@ -23,15 +24,7 @@ MEMORY = DATA / "hazards" / "raw_no_wait.sqlite"
 
 
 def _copy(src: Path, tmp: Path, *sql: str) -> Path:
-    out = tmp / src.name
-    with sqlite3.connect(f"file:{src}?mode=ro", uri=True) as source, sqlite3.connect(out) as copy:
-        source.backup(copy)  # a store in WAL mode keeps recent pages beside the file
-    con = sqlite3.connect(out)
-    for s in sql:
-        con.execute(s)
-    con.commit()
-    con.close()
-    return out
+    return copy_with(src, tmp / src.name, *sql)
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:

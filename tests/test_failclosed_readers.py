@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import tracemalloc
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -27,6 +29,20 @@ ROOT = Path(__file__).resolve().parent.parent
 CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
 JOB = DATA / "jobs"
 SECONDS, PEAK_BYTES = 1.0, 200 << 20
+
+
+@contextmanager
+def measured() -> Iterator[dict[str, float]]:
+    """The block's wall seconds and peak traced memory (bytes), filled in when it ends."""
+    got: dict[str, float] = {}
+    tracemalloc.start()
+    start = time.monotonic()
+    try:
+        yield got
+    finally:
+        got["seconds"] = time.monotonic() - start
+        got["peak"] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -97,12 +113,9 @@ def test_hostile_run_directory_files_are_refused_quickly(tmp_path: Path, name: s
     else:
         path.write_text({"deep": "[" * 100_000 + "]" * 100_000, "huge": '{"x": "' + "a" * (RUN_FILE_LIMIT + 1) + '"}',
                          "not-json": "{nope", "list": "[1, 2]"}[bad])
-    tracemalloc.start()
-    start = time.monotonic()
-    code, err = _run(["trace", "analyze", str(run)], capsys)
-    took = time.monotonic() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    with measured() as m:
+        code, err = _run(["trace", "analyze", str(run)], capsys)
+    took, peak = m["seconds"], m["peak"]
     assert code == 6 and err.count("\n") == 1 and "Traceback" not in err, err
     assert path.name in err
     assert took < 10 and peak < PEAK_BYTES, (took, peak)  # the whole analysis; the refusal itself is timed below
@@ -120,13 +133,9 @@ def test_one_bounded_json_read_is_refused_within_a_second_and_200_mb(tmp_path: P
     else:
         with open(path, "wb") as fh:
             fh.truncate(20 << 30)  # 20 GB, sparse: what a marker symlinked to /dev/zero grew to
-    tracemalloc.start()
-    start = time.monotonic()
-    with pytest.raises(TraceFormatError) as info:
+    with measured() as m, pytest.raises(TraceFormatError) as info:
         load_json(path, "a process marker")
-    took = time.monotonic() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    took, peak = m["seconds"], m["peak"]
     assert took < SECONDS and peak < PEAK_BYTES, (took, peak)
     text = str(info.value)
     assert "\n" not in text and str(path) in text
@@ -190,10 +199,9 @@ def test_a_sanitizer_log_line_of_any_length_is_read_in_bounded_memory(tmp_path: 
         fh.write("x" * (64 << 20) + "\n")  # the target's output: one 64 MB line (the report's was 1.5 GB)
         fh.write("========= " + "y" * (8 << 20) + "\n")  # and a tool line far past LINE_LIMIT
         fh.write("========= ERROR SUMMARY: 0 errors\n")
-    tracemalloc.start()
-    parsed = parse_text(log, "memcheck")
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    with measured() as m:
+        parsed = parse_text(log, "memcheck")
+    peak = m["peak"]
     assert parsed.reported_errors == 0 and parsed.recognised
     assert peak < 16 * LINE_LIMIT + (4 << 20), peak
 
@@ -204,12 +212,9 @@ def test_a_gzip_bomb_is_refused_before_it_expands(tmp_path: Path, capsys: pytest
     bomb.write_bytes(gzip.compress(events, 9))
     del events
     assert bomb.stat().st_size < 1 << 20
-    tracemalloc.start()
-    start = time.monotonic()
-    code, err = _run(["trace", "analyze", str(bomb)], capsys)
-    took = time.monotonic() - start
-    _, peak = tracemalloc.get_traced_memory()
-    tracemalloc.stop()
+    with measured() as m:
+        code, err = _run(["trace", "analyze", str(bomb)], capsys)
+    took, peak = m["seconds"], m["peak"]
     assert code == 6 and "gzip expands more than" in err and err.count("\n") == 1, err
     assert took < 10 and peak < 64 << 20, (took, peak)
 

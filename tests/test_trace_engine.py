@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, shared_fixture
-from tests.trace_synthetic import TraceBuilder
+from tests.trace_synthetic import TraceBuilder, copy_with
 from tracer.errors import TraceFormatError, UsageError
 from tracer.trace.analyze import MAX_LISTED_PAIRS, analyze, glob_regex
 from tracer.trace.attribution import attribute, latest_open
@@ -256,14 +256,7 @@ class TestRecordErrors:
 
 
 def corrupt(tmp_path: Path, sql: list[str], source: Path = CAPTURES[0]) -> Path:
-    path = tmp_path / "bad.sqlite"
-    shutil.copyfile(source, path)
-    con = sqlite3.connect(path)
-    for statement in sql:
-        con.execute(statement)
-    con.commit()
-    con.close()
-    return path
+    return copy_with(source, tmp_path / "bad.sqlite", *sql)
 
 
 NULLABLE_KERNELS = [  # a kernel table whose start may be NULL, as a foreign or broken writer could make it

@@ -25,6 +25,22 @@ generate = synthetic.generate
 STREAMS = synthetic.STREAMS
 
 
+def copy_with(src: Path, out: Path, *sql: str) -> Path:
+    """A copy of the database src at out (through SQLite's backup, so a WAL store comes whole) with
+    the statements applied: a real capture damaged in a stated way."""
+    source = sqlite3.connect(f"file:{src}?mode=ro", uri=True)
+    copy = sqlite3.connect(out)
+    try:
+        source.backup(copy)
+        for statement in sql:
+            copy.execute(statement)
+        copy.commit()
+    finally:
+        source.close()
+        copy.close()
+    return out
+
+
 def fan_out(path: Path, launches: int = 3000, accesses: int = 3000) -> Path:
     """One op with `accesses` accesses launched `launches` times: launches x accesses (launch, access)
     rows from launches + accesses stored (a hostile memory trace the reader must refuse, not expand)."""
