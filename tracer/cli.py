@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 from tracer import __version__
 from tracer.errors import InternalError, OutputError, TracerError
 from tracer.helptext import apply as apply_help
-from tracer.textsafe import TerminalStream, shown
+from tracer.textsafe import EscapingStream, shown
 
 if TYPE_CHECKING:
     from tracer.progress import Spinner
@@ -98,7 +98,7 @@ def terminal_output(args: argparse.Namespace) -> Spinner | None:
     spinner = progress.Spinner(f"tracer {label}: working").start() if (
         args.command in SPINNER_COMMANDS and action != "run" and progress.wanted()) else None
     if coloured or spinner is not None:
-        sys.stdout = style.TerminalStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)
+        sys.stdout = style.ColourStream(sys.stdout, coloured, spinner.stop if spinner else lambda: None)
     return spinner
 
 
@@ -154,7 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args.command_after_dashdash = extra
     streams = sys.stdout, sys.stderr
     spinner = terminal_output(args)  # colour and the spinner next to the terminal; names escaped before them
-    sys.stdout, sys.stderr = TerminalStream(sys.stdout, _stdout_failed), TerminalStream(sys.stderr, _stdout_failed)
+    sys.stdout, sys.stderr = EscapingStream(sys.stdout, _stdout_failed), EscapingStream(sys.stderr, _stdout_failed)
     try:
         return _run(args)
     finally:

@@ -48,7 +48,7 @@ def colour(text: str) -> str:
     return "\n".join(colour_line(line) for line in text.split("\n"))
 
 
-class TerminalStream:
+class ColourStream:
     """stdout at a terminal: colour added line by line when `coloured` (the text is left as it is
     otherwise), and `before_output` called once before the first write (to take a spinner away)."""
 

@@ -46,7 +46,7 @@ def drawn(name: object) -> str:
     return shown(name).replace("$", "\\$")
 
 
-class TerminalStream:
+class EscapingStream:
     """stdout or stderr as tracer writes them: every write escaped as `shown_text` (JSON stays
     valid: json.dumps never leaves a control character raw, and the others become `\\uXXXX`),
     characters the stream's encoding cannot take written as backslash escapes

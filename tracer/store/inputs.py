@@ -177,7 +177,7 @@ class _GzipGuard(io.RawIOBase):
 def open_text(path: Path, what: str, error: ErrorType = TraceFormatError) -> TextIO:
     """A regular file as UTF-8 text, gunzipped where it is gzip (bounded as _GzipGuard says)."""
     gzipped = read_head(path, 2, what, error) == b"\x1f\x8b"
-    raw = open(path, "rb")  # noqa: SIM115: closed with the text stream
+    raw = open(path, "rb")  # closed with the text stream
     if gzipped:
         return io.TextIOWrapper(io.BufferedReader(_GzipGuard(raw, path, what, error)), encoding="utf-8", newline="")
     return io.TextIOWrapper(raw, encoding="utf-8", newline="")
