@@ -45,6 +45,17 @@ def pct(xs: list[float], p: float) -> float:
     return xs[min(len(xs) - 1, round(p / 100 * (len(xs) - 1)))]
 
 
+def load_average() -> str:
+    return "load average " + " ".join(f"{x:.1f}" for x in os.getloadavg())
+
+
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        fields = fh.read().rsplit(b")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def line(name: str, value: float, target: float, unit: str) -> None:
     print(f"  {name:<46} {value:10.3f} {unit:<3} target {target:g} {unit}: x{value / target:.3f} of target "
           f"({'met' if value <= target else 'MISSED'})", flush=True)
@@ -129,11 +140,13 @@ def bench_index(work: Path, runs: Path) -> None:
 
 def bench_list(s: Served) -> None:
     total = s.get("/api/runs?limit=1")["total"]
-    print(f"list: {total} runs indexed")
+    print(f"list: {total} runs indexed ({load_average()})")
     for name, path in [("GET /api/runs (first page of 50)", "/api/runs"), ("GET /api/runs?q=workload3", "/api/runs?q=workload3"),
                        ("GET /api/runs?sort=path&order=asc&offset=5000", "/api/runs?sort=path&order=asc&offset=5000"),
                        ("GET / (the page)", "/")]:
+        c0 = cpu_s(s.proc.pid)
         xs = timed(lambda p=path: s.get(p), 50)
+        print(f"  {name}: server CPU {(cpu_s(s.proc.pid) - c0) / 50 * 1000:.2f} ms per request")
         line(f"{name} p50", statistics.median(xs), 200.0, "ms")
         line(f"{name} p99", pct(xs, 99), 200.0, "ms")
 
@@ -232,13 +245,16 @@ def bench_load(s: Served, run_id: int, clients: int, seconds: float, processes: 
              f"/api/jobs/{job['id']}", "/", f"/runs/{run_id}"]
     per = [clients // processes + (1 if k < clients % processes else 0) for k in range(processes)]
     stop_at = time.time() + seconds
+    c0, w0 = cpu_s(s.proc.pid), time.monotonic()
     with multiprocessing.get_context("fork").Pool(processes) as pool:  # the clients' own Python must not be the limit
         parts = pool.starmap(_clients, [(s.url, paths, n, sum(per[:k]), stop_at) for k, n in enumerate(per)])
+    server_cpu, wall = cpu_s(s.proc.pid) - c0, time.monotonic() - w0
     lat = [x for part, _ in parts for x in part]
     errors = [e for _, part in parts for e in part]
     state = s.get(f"/api/jobs/{job['id']}")["state"]
     print(f"load: {clients} clients in {processes} processes for {seconds:g} s while job {job['id']} ran ({state} at the end): "
-          f"{len(lat)} requests, {len(errors)} errors, {len(lat) / seconds:.0f} req/s")
+          f"{len(lat)} requests, {len(errors)} errors, {len(lat) / seconds:.0f} req/s; server CPU {server_cpu:.1f} s in {wall:.1f} s wall "
+          f"({server_cpu / max(1, len(lat)) * 1000:.2f} ms per request; {load_average()})")
     line("p50 under load", statistics.median(lat), 200.0, "ms")
     line("p99 under load", pct(lat, 99), 200.0, "ms")
     for e in errors[:5]:
@@ -290,7 +306,10 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=50)
     ap.add_argument("--seconds", type=float, default=20.0)
     ap.add_argument("--work", type=Path)
+    ap.add_argument("--only", default="index,list,paint,load,kill", help="stages to run, comma-separated")
     a = ap.parse_args()
+    only = set(a.only.split(","))
+    print(f"bench_serve on {os.cpu_count()} CPU(s), {load_average()} at the start", flush=True)
     work = a.work or Path(tempfile.mkdtemp(prefix="tracer-bench-serve-"))
     from tests.serve_runs import jobs_file
 
@@ -304,22 +323,29 @@ def main() -> None:
                    env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL)
     from tracer.app.timeline import build_lanes
 
-    t = time.monotonic()
-    build_lanes(big)
-    cold = time.monotonic() - t
-    bench_index(work, runs)
+    cold = None
+    if "paint" in only:
+        t = time.monotonic()
+        build_lanes(big)
+        cold = time.monotonic() - t
+    if "index" in only:
+        bench_index(work, runs)
     jobs = jobs_file(work / "jobs.yaml", sys.executable)
     s = Served(runs, work / "state", jobs)
     waited = wait_for_lanes(work / "state")
     print(f"server up {s.ready_s:.1f} s after start (its first scan included); the 1M-kernel lanes were ready {waited:.1f} s later",
           flush=True)
     run_id = next(r["id"] for r in s.get("/api/runs?q=trace_1m")["runs"])
-    bench_list(s)
-    bench_list_browser(s)
-    bench_paint(s, run_id, cold)
-    bench_load(s, run_id, a.clients, a.seconds)
+    if "list" in only:
+        bench_list(s)
+        bench_list_browser(s)
+    if "paint" in only:
+        bench_paint(s, run_id, cold)
+    if "load" in only:
+        bench_load(s, run_id, a.clients, a.seconds)
     print(f"SIGTERM stop: exit {s.stop()}")
-    bench_kill(work, runs, jobs)
+    if "kill" in only:
+        bench_kill(work, runs, jobs)
 
 
 if __name__ == "__main__":

@@ -255,6 +255,28 @@ def campaign_status(c: CampaignRun) -> tuple[Status, dict[str, Any]]:
     return (Status.OK if c.cells and not c.empty else Status.UNKNOWN), counts
 
 
+def headline(kind: str, counts: dict[str, Any]) -> str:
+    """One line of what a run's status rests on, from its summary counts (the run list shows it)."""
+    if kind in (RunKind.TRACE.value, RunKind.JOB.value):
+        if counts.get("note"):
+            return str(counts["note"])
+        hazards = counts.get("hazards")
+        parts = ["hazards unknown" if hazards is None else f"{hazards} hazard(s)", f"{counts.get('unordered') or 0} UNORDERED",
+                 f"{counts.get('kernels', '?')} kernels",
+                 f"{counts['incomplete']} process(es) incomplete" if counts.get("incomplete") else "",
+                 f"{counts['record_errors']} lost record type(s)" if counts.get("record_errors") else ""]
+        return ", ".join(p for p in parts if p)
+    if kind == RunKind.SANITIZE.value:
+        verdicts = ", ".join(f"{k} {v}" for k, v in (counts.get("verdicts") or {}).items())
+        return f"{counts.get('findings') or 0} finding(s) in {counts.get('runs') or 0} run(s): {verdicts}"
+    if kind == RunKind.CAMPAIGN.value:
+        rates = ", ".join(f"{k} {v['failures']}/{v['trials']}" for k, v in (counts.get("rates") or {}).items())
+        return rates + (f"; {counts['empty']} cell(s) without trials" if counts.get("empty") else "")
+    if kind == RunKind.PROFILE.value:
+        return f"{counts.get('launches') or 0} launch(es) in {counts.get('targets') or 0} target(s)"
+    return ""
+
+
 def _guess_kind(path: Path) -> RunKind:
     if path.is_file():
         return RunKind.CAMPAIGN

@@ -11,15 +11,16 @@ import secrets
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, HTMLResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -30,8 +31,9 @@ from tracer.errors import TraceFormatError, TracerError, UsageError
 from tracer.serve import pages
 from tracer.serve.config import Action, JobRequest, JobsConfig, check_request
 from tracer.serve.db import Db, NotFound
-from tracer.serve.index import RunIndex
+from tracer.serve.index import RunIndex, ScanResult
 from tracer.serve.jobs import JobQueue
+from tracer.serve.scanner import ScanWorker
 
 STATIC = Path(__file__).parent / "static"
 STATE_NAME = ".tracer-serve"
@@ -40,7 +42,6 @@ CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' 
        "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 UPLOAD_SUFFIXES = (".sqlite", ".json", ".json.gz")
 LANES_CACHED = 4
-PREBUILD_BYTES = 8 << 20  # traces at least this big get their timeline lanes built after a scan
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -56,38 +57,43 @@ class Settings:
     rescan_s: float = 10.0
     output_dir: Path | None = None  # job outputs and imports; default: ROOT/jobs of the first root
     diff: bool = field(default=False)
+    scan_in_child: bool = True  # rescans after the first in a niced child process (tracer/serve/scanner.py)
 
 
 class Answers:
-    """Recent JSON answers by what they depend on (the index generation, a trace's cache key and the
-    query), so many clients browsing the same runs cost one computation each."""
+    """Recent answers (JSON or HTML bytes) by what they depend on (the index generation, a run and
+    the query), so many clients browsing the same runs cost one computation each; `peek` is cheap
+    enough for the event loop, so a cached answer never waits for a worker thread."""
 
-    def __init__(self, size: int = 512) -> None:
+    def __init__(self, size: int = 1024) -> None:
         self.size, self.items, self.lock = size, OrderedDict[Any, bytes](), threading.Lock()
         self.making: dict[Any, threading.Lock] = {}
 
-    def get(self, key: Any, make: Any) -> Response:
-        body = self._cached(key)
-        if body is None:
-            with self.lock:
-                making = self.making.setdefault(key, threading.Lock())
-            with making:  # clients asking the same new question at once wait for one answer
-                body = self._cached(key)
-                if body is None:
-                    body = json.dumps(make()).encode()
-                    with self.lock:
-                        self.items[key] = body
-                        self.making.pop(key, None)
-                        while len(self.items) > self.size:
-                            self.items.popitem(last=False)
-        return Response(body, media_type="application/json")
-
-    def _cached(self, key: Any) -> bytes | None:
+    def peek(self, key: Any) -> bytes | None:
         with self.lock:
             body = self.items.get(key)
             if body is not None:
                 self.items.move_to_end(key)
             return body
+
+    def body(self, key: Any, make: Callable[[], bytes]) -> bytes:
+        body = self.peek(key)
+        if body is None:
+            with self.lock:
+                making = self.making.setdefault(key, threading.Lock())
+            with making:  # clients asking the same new question at once wait for one answer
+                body = self.peek(key)
+                if body is None:
+                    body = make()
+                    with self.lock:
+                        self.items[key] = body
+                        self.making.pop(key, None)
+                        while len(self.items) > self.size:
+                            self.items.popitem(last=False)
+        return body
+
+    def get(self, key: Any, make: Callable[[], Any]) -> Response:
+        return Response(self.body(key, lambda: json.dumps(make()).encode()), media_type="application/json")
 
 
 class Server:
@@ -109,6 +115,10 @@ class Server:
         self.last_scan: dict[str, Any] = {}
         self.generation = 0  # bumped when a scan changed the index
         self.answers = Answers()
+        self._big: tuple[str, ...] = ()
+        self._worker: ScanWorker | None = None
+        if s.scan_in_child:
+            self._worker = ScanWorker(self.db.path, self.index.roots)
 
     def open(self) -> None:
         self.queue.recover()
@@ -121,6 +131,8 @@ class Server:
         self._stop.set()
         self._wake.set()
         self.queue.shutdown()
+        if self._worker is not None:
+            self._worker.close()
         if self._scanner is not None:
             self._scanner.join(timeout=10)
         self.db.close()
@@ -128,8 +140,12 @@ class Server:
     def wake(self) -> None:
         self._wake.set()
 
-    def scan(self) -> None:
-        r = self.index.scan()
+    def scan(self, in_child: bool = False) -> None:
+        r = self._worker.scan() if in_child and self._worker is not None else self.index.scan()
+        self._note(r)
+
+    def _note(self, r: ScanResult) -> None:
+        self._big = r.big
         if r.read or r.removed:
             self.generation += 1
         self.last_scan = {"runs": r.runs, "read": r.read, "removed": r.removed, "seconds": round(r.seconds, 3),
@@ -140,7 +156,7 @@ class Server:
         while not self._stop.is_set():
             try:
                 if not scanned:
-                    self.scan()
+                    self.scan(in_child=True)
                 self._prebuild()
             except Exception as exc:
                 import sys
@@ -152,15 +168,14 @@ class Server:
 
     def _prebuild(self) -> None:
         """Build the timeline lanes of big traces now, so their page paints at once when opened."""
-        for run_id, path in self.db.query("SELECT id, path FROM runs WHERE kind IN ('trace', 'job')"):
+        for path in self._big:
             if self._stop.is_set():
                 return
-            trace = Path(path) / "trace.sqlite"
             try:
-                big = trace.is_file() and trace.stat().st_size >= PREBUILD_BYTES
-                if big and not (self.cache_dir / f"{app_timeline.cache_key(Path(path))}.npz").is_file():
+                if not (self.cache_dir / f"{app_timeline.cache_key(Path(path))}.npz").is_file():
+                    (run_id,), = self.db.query("SELECT id FROM runs WHERE path=?", (path,))
                     self.lanes(run_id)  # through the per-trace lock: a page opened meanwhile waits for this build
-            except (TracerError, OSError, NotFound):
+            except (TracerError, OSError, NotFound, ValueError):
                 continue
 
     def lanes(self, run_id: int) -> tuple[tuple[int, str], app_timeline.Lanes]:
@@ -276,6 +291,43 @@ def _handle(fn: Any) -> Any:
     return endpoint
 
 
+def _cached(server: Server, key: Callable[[Request], Any], fn: Callable[[Request], Response],
+            media_type: str = "application/json") -> Any:
+    """An endpoint that answers from `server.answers` on the event loop when it can (no worker
+    thread, no lock held for long), else runs `fn` in the thread pool."""
+    sync = _handle(fn)
+
+    async def endpoint(request: Request) -> Response:
+        try:
+            body = server.answers.peek(key(request))
+        except (UsageError, NotFound):
+            body = None  # `fn` answers the bad request with its error
+        if body is not None:
+            return Response(body, media_type=media_type)
+        response: Response = await run_in_threadpool(sync, request)
+        return response
+    return endpoint
+
+
+class _Static(StaticFiles):
+    """The shipped scripts and styles; the pages name them with the package's version (?v=), so
+    browsers keep them instead of asking again on every page."""
+
+    async def get_response(self, path: str, scope: Scope) -> Response:
+        response = await super().get_response(path, scope)
+        if response.status_code == 200:
+            response.headers["cache-control"] = "public, max-age=31536000, immutable"
+        return response
+
+
+def _list_args(request: Request) -> tuple[tuple[str, Any], ...]:
+    """The run list's query (`GET /` and `GET /api/runs`), checked by the index when used."""
+    q = request.query_params
+    return (("kind", q.get("kind") or None), ("status", q.get("status") or None), ("text", q.get("q") or None),
+            ("sort", q.get("sort", "created")), ("order", q.get("order", "desc")),
+            ("offset", _int(request, "offset", 0) or 0), ("limit", _int(request, "limit", 50) or 50))
+
+
 def _int(request: Request, name: str, default: int | None = None) -> int | None:
     value = request.query_params.get(name)
     if value is None or value == "":
@@ -303,8 +355,20 @@ def build_app(settings: Settings) -> Starlette:
 
     def page(name: str) -> Any:
         def handler(request: Request) -> Response:
-            return pages.render(name, srv(request).csrf, request.path_params)
+            return HTMLResponse(pages.render(name, srv(request).csrf, request.path_params))
         return handler
+
+    def list_page(request: Request) -> Response:
+        s, args = srv(request), _list_args(request)
+
+        def make() -> bytes:
+            listing = json.loads(s.answers.body(("runs", s.generation, args), lambda: json.dumps(runs_answer(s, args)).encode()))
+            return pages.render("list", s.csrf, {}, dict(listing, state=dict(args, total=listing["total"])))
+        return HTMLResponse(s.answers.body(("list-page", s.generation, args), make))
+
+    def runs_answer(s: Server, args: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
+        total, rows = s.index.list(**dict(args))
+        return {"total": total, "runs": rows}
 
     def api_session(request: Request) -> Response:
         s = srv(request)
@@ -312,39 +376,32 @@ def build_app(settings: Settings) -> Starlette:
                              "jobs": _jobs_offer(s), "index": s.last_scan})
 
     def api_runs(request: Request) -> Response:
-        s, q = srv(request), request.query_params
-        args: dict[str, Any] = {"kind": q.get("kind") or None, "status": q.get("status") or None, "text": q.get("q") or None,
-                "sort": q.get("sort", "created"), "order": q.get("order", "desc"),
-                "offset": _int(request, "offset", 0) or 0, "limit": _int(request, "limit", 50) or 50}
-
-        def make() -> dict[str, Any]:
-            total, rows = s.index.list(**args)
-            return {"total": total, "runs": rows}
-        return s.answers.get(("runs", s.generation, tuple(args.items())), make)
+        s, args = srv(request), _list_args(request)
+        return s.answers.get(("runs", s.generation, args), lambda: runs_answer(s, args))
 
     def api_run(request: Request) -> Response:
-        s = srv(request)
-        path, row = s.index.get(_run_id(request))
+        s, run_id = srv(request), _run_id(request)
+        path, row = s.index.get(run_id)
         if row["kind"] == "campaign":  # a running campaign writes through SQLite's WAL: ask the store each time
             return JSONResponse(app_runs.verdict_json(path))
-        return s.answers.get(("verdict", s.generation, str(path)), lambda: app_runs.verdict_json(path))
+        return s.answers.get(("verdict", s.generation, run_id), lambda: app_runs.verdict_json(path))
 
     def api_run_summary(request: Request) -> Response:
-        s = srv(request)
-        path, row = s.index.get(_run_id(request))
-        return s.answers.get(("summary", s.generation, str(path)),
+        s, run_id = srv(request), _run_id(request)
+        path, row = s.index.get(run_id)
+        return s.answers.get(("summary", s.generation, run_id),
                              lambda: dict(row, files=[{"name": n, "bytes": b} for n, b in app_runs.artifacts(path)]))
 
     def api_timeline(request: Request) -> Response:
         s, run_id = srv(request), _run_id(request)
         start, end, most = _int(request, "start"), _int(request, "end"), _int(request, "max", 4000) or 4000
-        key, lanes = s.lanes(run_id)
-        return s.answers.get(("timeline", key, start, end, most), lambda: app_timeline.window(lanes, start, end, most))
+        _, lanes = s.lanes(run_id)
+        return s.answers.get(("timeline", s.generation, run_id, start, end, most), lambda: app_timeline.window(lanes, start, end, most))
 
     def api_search(request: Request) -> Response:
         s, run_id = srv(request), _run_id(request)
-        (key, lanes), text = s.lanes(run_id), request.query_params.get("q", "")
-        return s.answers.get(("search", key, text), lambda: app_timeline.search(lanes, text))
+        (_, lanes), text = s.lanes(run_id), request.query_params.get("q", "")
+        return s.answers.get(("search", s.generation, run_id, text), lambda: app_timeline.search(lanes, text))
 
     def api_file(request: Request) -> Response:
         path, _ = srv(request).index.get(_run_id(request))
@@ -438,15 +495,17 @@ def build_app(settings: Settings) -> Starlette:
             server.close()
 
     routes = [
-        Route("/", _handle(page("list"))),
+        Route("/", _cached(server, lambda r: ("list-page", server.generation, _list_args(r)), list_page, "text/html; charset=utf-8")),
         Route("/runs/{run_id}", _handle(page("run"))),
         Route("/jobs", _handle(page("jobs"))),
         Route("/api/session", _handle(api_session)),
-        Route("/api/runs", _handle(api_runs)),
-        Route("/api/runs/{run_id}", _handle(api_run)),
-        Route("/api/runs/{run_id}/summary", _handle(api_run_summary)),
-        Route("/api/runs/{run_id}/timeline", _handle(api_timeline)),
-        Route("/api/runs/{run_id}/search", _handle(api_search)),
+        Route("/api/runs", _cached(server, lambda r: ("runs", server.generation, _list_args(r)), api_runs)),
+        Route("/api/runs/{run_id}", _cached(server, lambda r: ("verdict", server.generation, _run_id(r)), api_run)),
+        Route("/api/runs/{run_id}/summary", _cached(server, lambda r: ("summary", server.generation, _run_id(r)), api_run_summary)),
+        Route("/api/runs/{run_id}/timeline", _cached(server, lambda r: (
+            "timeline", server.generation, _run_id(r), _int(r, "start"), _int(r, "end"), _int(r, "max", 4000) or 4000), api_timeline)),
+        Route("/api/runs/{run_id}/search", _cached(server, lambda r: (
+            "search", server.generation, _run_id(r), r.query_params.get("q", "")), api_search)),
         Route("/api/runs/{run_id}/perfetto", _handle(api_perfetto)),
         Route("/api/runs/{run_id}/files/{name:path}", _handle(api_file)),
         Route("/api/jobs", _handle(api_jobs), methods=["GET"]),
@@ -454,7 +513,7 @@ def build_app(settings: Settings) -> Starlette:
         Route("/api/jobs/{job_id}", _handle(api_job), methods=["GET"]),
         Route("/api/jobs/{job_id}", _handle(api_cancel), methods=["DELETE"]),
         Route("/api/import", api_import, methods=["POST"]),
-        Mount("/static", StaticFiles(directory=STATIC), name="static"),
+        Mount("/static", _Static(directory=STATIC), name="static"),
     ]
     if settings.diff:
         routes[3:3] = [Route("/diff", _handle(page("diff"))), Route("/api/diff", _handle(api_diff))]

@@ -21,6 +21,8 @@ CREATE TABLE IF NOT EXISTS runs (
   command TEXT NOT NULL, device TEXT NOT NULL, status TEXT NOT NULL, counts TEXT NOT NULL, tags TEXT NOT NULL,
   error TEXT NOT NULL, sig TEXT NOT NULL, seen INTEGER NOT NULL DEFAULT 0);
 CREATE INDEX IF NOT EXISTS runs_created ON runs(created);
+CREATE INDEX IF NOT EXISTS runs_kind ON runs(kind, created);
+CREATE INDEX IF NOT EXISTS runs_status ON runs(status, created);
 CREATE TABLE IF NOT EXISTS jobs (
   id INTEGER PRIMARY KEY AUTOINCREMENT, created REAL NOT NULL, state TEXT NOT NULL, request TEXT NOT NULL,
   argv TEXT NOT NULL, needs_gpu INTEGER NOT NULL, gpu INTEGER, pid INTEGER, pid_ticks INTEGER, exit INTEGER,

@@ -10,13 +10,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tracer.app.runs import RunKind, Status, discover_listed, inside, summarize
+from tracer.app.runs import RunKind, Status, discover_listed, headline, inside, summarize
 from tracer.errors import UsageError, unknown
 from tracer.serve.db import Db, NotFound
 
 SORTS = {"created": "created", "kind": "kind", "status": "status", "path": "path", "id": "id"}
 MAX_PAGE = 500
 BATCH = 500
+BIG_TRACE_BYTES = 8 << 20  # traces at least this big get their timeline lanes built after a scan
 
 
 @dataclass(frozen=True)
@@ -25,6 +26,7 @@ class ScanResult:
     read: int  # summarised again (new or changed)
     removed: int
     seconds: float
+    big: tuple[str, ...] = ()  # run folders whose trace.sqlite is at least BIG_TRACE_BYTES
 
 
 def signature(files: dict[str, os.stat_result]) -> str:
@@ -44,9 +46,12 @@ class RunIndex:
         seen: set[str] = set()
         pending: list[tuple[str, str, dict[str, os.stat_result]]] = []
         read = 0
+        big: list[str] = []
         for path, files in discover_listed(self.roots):
             key, sig = str(path), signature(files)
             seen.add(key)
+            if "trace.sqlite" in files and files["trace.sqlite"].st_size >= BIG_TRACE_BYTES:
+                big.append(key)
             if key in known and known[key][1] == sig:
                 continue
             pending.append((key, sig, files))
@@ -57,7 +62,7 @@ class RunIndex:
         gone = [i for p, (i, _) in known.items() if p not in seen]
         with self.db.tx() as con:
             con.executemany("DELETE FROM runs WHERE id=?", [(i,) for i in gone])
-        return ScanResult(len(seen), read, len(gone), time.monotonic() - t0)
+        return ScanResult(len(seen), read, len(gone), time.monotonic() - t0, tuple(big))
 
     def _store(self, pending: list[tuple[str, str, dict[str, os.stat_result]]]) -> int:
         rows = []
@@ -105,9 +110,10 @@ class RunIndex:
     def _row(self, r: tuple[Any, ...]) -> dict[str, Any]:
         path = Path(r[1])
         root = next((x for x in self.roots if path == x or path.is_relative_to(x)), None)
+        summary = json.loads(r[7])
         return {"id": r[0], "path": str(path.relative_to(root)) if root and path != root else path.name,
                 "kind": r[2], "created": r[3], "command": r[4], "device": r[5], "status": r[6],
-                "summary": json.loads(r[7]), "tags": json.loads(r[8]), "error": r[9]}
+                "summary": summary, "headline": r[9] or headline(r[2], summary), "tags": json.loads(r[8]), "error": r[9]}
 
     def get(self, run_id: int) -> tuple[Path, dict[str, Any]]:
         """The run's path (checked again to lie inside the served folders) and its list row."""

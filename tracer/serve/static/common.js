@@ -50,28 +50,6 @@ function table(headers, rows) {
   return t;
 }
 
-function matters(row) {
-  // One line from a run's index summary (the counts its status rests on).
-  const s = row.summary || {};
-  switch (row.kind) {
-    case "trace": case "job":
-      if (s.note) return s.note;
-      return [s.hazards === null || s.hazards === undefined ? "hazards unknown" : `${s.hazards} hazard(s)`,
-              `${s.unordered ?? 0} UNORDERED`, `${s.kernels ?? "?"} kernels`,
-              s.incomplete ? `${s.incomplete} process(es) incomplete` : null,
-              s.record_errors ? `${s.record_errors} lost record type(s)` : null].filter(Boolean).join(", ");
-    case "sanitize":
-      return `${s.findings ?? 0} finding(s) in ${s.runs ?? 0} run(s): ` +
-        Object.entries(s.verdicts || {}).map(([k, v]) => `${k} ${v}`).join(", ");
-    case "campaign":
-      return Object.entries(s.rates || {}).map(([k, v]) => `${k} ${v.failures}/${v.trials}`).join(", ") +
-        (s.empty ? `; ${s.empty} cell(s) without trials` : "");
-    case "profile":
-      return `${s.launches ?? 0} launch(es) in ${s.targets ?? 0} target(s)`;
-  }
-  return "";
-}
-
 function shortName(name) {
   // A kernel's name without its template arguments and parameters (the full name stays in a title).
   let s = String(name).replace(/^void /, "");
