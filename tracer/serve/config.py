@@ -12,7 +12,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from tracer.errors import UsageError, unknown
+from tracer.errors import TracerError, UsageError, unknown
 
 SHAPE = re.compile(r"^[1-9][0-9]{0,5}(x[1-9][0-9]{0,5}){1,2}$")
 MAX_STEPS = 1000
@@ -33,10 +33,23 @@ class Action(str, Enum):
 OUTPUT_ACTIONS = (Action.TRACE, Action.SANITIZE, Action.PROFILE, Action.CAMPAIGN, Action.IMPORT)
 
 
+class Executor(str, Enum):
+    LOCAL = "local"  # this host's queue: one per GPU, `cpu_slots` CPU jobs
+    SLURM = "slurm"  # sbatch through submitit; Slurm schedules it (tracer/serve/slurm.py)
+
+
 @dataclass(frozen=True)
 class Command:
     argv: tuple[str, ...]
     gpu: bool
+    concurrency: int | None = None  # jobs of this command that may share one GPU (None: gpu_slots)
+
+
+@dataclass(frozen=True, kw_only=True)
+class SlurmConfig:
+    partition: str | None = None
+    time_min: int = 60
+    gpus_per_task: int = 1  # for GPU jobs
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,8 +60,13 @@ class JobsConfig:
     commands: dict[str, Command] = field(default_factory=dict)
     gpus: tuple[int, ...] | None = None  # None: as many as the driver sees
     cpu_slots: int = 1  # CPU jobs at a time
-    gpu_slots: int = 1  # jobs at a time on one GPU
+    gpu_slots: int = 1  # jobs at a time on one GPU, unless the workload profile or command says `concurrency`
     timeout_s: float = DEFAULT_TIMEOUT_S
+    executors: dict[str, Executor] = field(default_factory=dict)  # allow-listed name -> where its jobs run (default local)
+    slurm: SlurmConfig = field(default_factory=SlurmConfig)
+
+    def executor(self, target: str) -> Executor:
+        return self.executors.get(target, Executor.LOCAL)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -81,7 +99,8 @@ def load_jobs(path: Path) -> JobsConfig:
     data = load_yaml(path)
     if not isinstance(data, dict):
         raise UsageError(f"{path}: a jobs file is a mapping (keys: actions, workloads, campaigns, commands, gpus, cpu_slots, gpu_slots, timeout_s)")
-    allowed = {"schema", "actions", "workloads", "campaigns", "commands", "gpus", "cpu_slots", "gpu_slots", "timeout_s"}
+    allowed = {"schema", "actions", "workloads", "campaigns", "commands", "gpus", "cpu_slots", "gpu_slots", "timeout_s",
+               "executors", "slurm"}
     extra = sorted(set(data) - allowed)
     if extra:
         raise UsageError(f"{path}: unknown key {extra[0]!r} (allowed: {', '.join(sorted(allowed))})")
@@ -91,12 +110,39 @@ def load_jobs(path: Path) -> JobsConfig:
     if commands and Action.COMMAND not in actions:
         actions += (Action.COMMAND,)
     gpus = data.get("gpus")
-    return JobsConfig(actions=actions, workloads=_names(path, data, "workloads", base.workloads),
-                      campaigns=_names(path, data, "campaigns", base.campaigns), commands=commands,
+    workloads, campaigns = _names(path, data, "workloads", base.workloads), _names(path, data, "campaigns", base.campaigns)
+    executors = _executors(path, data.get("executors") or {}, {*workloads, *campaigns, *commands})
+    return JobsConfig(executors=executors, slurm=_slurm(path, data.get("slurm") or {}), actions=actions, workloads=workloads,
+                      campaigns=campaigns, commands=commands,
                       gpus=None if gpus is None else tuple(_int(path, "gpus", g, 0, 64) for g in gpus),
                       cpu_slots=_int(path, "cpu_slots", data.get("cpu_slots", 1), 1, 64),
                       gpu_slots=_int(path, "gpu_slots", data.get("gpu_slots", 1), 1, 16),
                       timeout_s=float(_int(path, "timeout_s", data.get("timeout_s", int(DEFAULT_TIMEOUT_S)), 1, 7 * 86400)))
+
+
+def _executors(path: Path, value: Any, names: set[str]) -> dict[str, Executor]:
+    """`executors: {NAME: slurm|local}` for allow-listed workloads, campaigns and commands."""
+    if not isinstance(value, dict):
+        raise UsageError(f"{path}: executors must map allow-listed names to local or slurm")
+    out = {}
+    for name, kind in value.items():
+        if name not in names:
+            raise unknown(f"{path}: executors entry", name, sorted(names))
+        try:
+            out[str(name)] = Executor(kind)
+        except ValueError:
+            raise unknown(f"{path}: executor of {name!r}", kind, [e.value for e in Executor]) from None
+    return out
+
+
+def _slurm(path: Path, value: Any) -> SlurmConfig:
+    if not isinstance(value, dict) or set(value) - {"partition", "time_min", "gpus_per_task"}:
+        raise UsageError(f"{path}: slurm must be a mapping with partition, time_min, gpus_per_task")
+    partition = value.get("partition")
+    if partition is not None and not (isinstance(partition, str) and re.fullmatch(r"[A-Za-z0-9_.-]{1,64}", partition)):
+        raise UsageError(f"{path}: slurm partition {partition!r} must be a partition name")
+    return SlurmConfig(partition=partition, time_min=_int(path, "slurm time_min", value.get("time_min", 60), 1, 7 * 1440),
+                       gpus_per_task=_int(path, "slurm gpus_per_task", value.get("gpus_per_task", 1), 0, 16))
 
 
 def _action(value: Any) -> Action:
@@ -121,9 +167,11 @@ def _int(path: Path, key: str, value: Any, lo: int, hi: int) -> int:
 
 def _command(path: Path, name: str, value: Any) -> Command:
     if not isinstance(value, dict) or not isinstance(value.get("argv"), list) or not value["argv"] \
-            or not all(isinstance(a, str) for a in value["argv"]) or set(value) - {"argv", "gpu"}:
-        raise UsageError(f"{path}: command {name!r} must be {{argv: [program, arg, ...], gpu: true|false}}")
-    return Command(tuple(value["argv"]), bool(value.get("gpu", False)))
+            or not all(isinstance(a, str) for a in value["argv"]) or set(value) - {"argv", "gpu", "concurrency"}:
+        raise UsageError(f"{path}: command {name!r} must be {{argv: [program, arg, ...], gpu: true|false, concurrency: N}}")
+    concurrency = value.get("concurrency")
+    return Command(tuple(value["argv"]), bool(value.get("gpu", False)),
+                   None if concurrency is None else _int(path, f"command {name!r} concurrency", concurrency, 1, 16))
 
 
 def check_request(cfg: JobsConfig, body: Any) -> JobRequest:
@@ -156,6 +204,21 @@ def check_request(cfg: JobsConfig, body: Any) -> JobRequest:
     if not isinstance(memory, bool) or (memory and action is not Action.TRACE):
         raise UsageError(f"memory {memory!r}: true or false, true for action trace only")
     return JobRequest(action=action, target=str(target), device=device, shape=shape, steps=steps, gpu=gpu, memory=memory)
+
+
+def concurrency(cfg: JobsConfig, req: JobRequest) -> int:
+    """How many jobs may share the GPU this job runs on: the command's or workload profile's
+    `concurrency`, else the server's `gpu_slots` (1 unless configured)."""
+    if req.action is Action.COMMAND:
+        return cfg.commands[req.target].concurrency or cfg.gpu_slots
+    if req.action in (Action.RUN, Action.TRACE, Action.SANITIZE, Action.PROFILE):
+        from tracer.workloads.spec import load_workload
+
+        try:
+            return load_workload(req.target).concurrency or cfg.gpu_slots
+        except TracerError:
+            return cfg.gpu_slots  # the job itself reports an unloadable profile
+    return cfg.gpu_slots
 
 
 def job_argv(cfg: JobsConfig, req: JobRequest, output: Path | None) -> tuple[str, ...]:

@@ -28,6 +28,8 @@ CREATE TABLE IF NOT EXISTS jobs (
   argv TEXT NOT NULL, needs_gpu INTEGER NOT NULL, gpu INTEGER, pid INTEGER, pid_ticks INTEGER, exit INTEGER,
   started REAL, ended REAL, log TEXT NOT NULL, output TEXT, note TEXT NOT NULL DEFAULT '');
 """
+ADDED = {"jobs": (("concurrency", "INTEGER NOT NULL DEFAULT 1"), ("executor", "TEXT NOT NULL DEFAULT 'local'"),
+                  ("slurm_id", "TEXT"))}  # columns newer than schema 1: added to an older state file
 
 
 class NotFound(Exception):
@@ -44,6 +46,7 @@ class Db:
             self.conn.execute("PRAGMA journal_mode=WAL")
             self.conn.execute("PRAGMA synchronous=NORMAL")
             self.conn.executescript(SCHEMA)
+            self._add_columns()
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(f"{path}: not a tracer serve state file ({exc}); move it away and it is rebuilt") from exc
         except OSError as exc:
@@ -54,6 +57,13 @@ class Db:
                 con.execute("INSERT INTO meta VALUES ('schema', ?)", (str(SCHEMA_VERSION),))
             elif row[0] != str(SCHEMA_VERSION):
                 raise TraceFormatError(f"{path}: state schema {row[0]}, this tracer writes {SCHEMA_VERSION}")
+
+    def _add_columns(self) -> None:
+        for table, columns in ADDED.items():
+            have = {r[1] for r in self.conn.execute(f"PRAGMA table_info({table})")}
+            for name, decl in columns:
+                if name not in have:
+                    self.conn.execute(f"ALTER TABLE {table} ADD COLUMN {name} {decl}")
 
     @contextmanager
     def tx(self) -> Iterator[sqlite3.Connection]:

@@ -4,6 +4,7 @@ stopped and marked interrupted, state committed) and the command exits 0."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import signal
 from pathlib import Path
 
@@ -51,7 +52,9 @@ def jobs_config(path: Path | None) -> JobsConfig:
     return load_jobs(path) if path is not None else default_jobs()
 
 
-def parse_gpus(text: str | None) -> tuple[int, ...]:
+def parse_gpus(text: str | None, visible: str | None = None) -> tuple[int, ...]:
+    """The GPUs the job queue hands out (a job gets CUDA_VISIBLE_DEVICES=N): --gpus, else those the
+    server's own CUDA_VISIBLE_DEVICES names, else every GPU the driver sees."""
     if text == "none":
         return ()
     if text is not None:
@@ -59,6 +62,13 @@ def parse_gpus(text: str | None) -> tuple[int, ...]:
             return tuple(int(g) for g in text.split(","))
         except ValueError:
             raise UsageError(f"--gpus {text!r}: GPU indices like 0,1, or none") from None
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible is None else visible
+    if visible is not None and visible.strip():
+        try:
+            return tuple(int(g) for g in visible.split(",") if g.strip())
+        except ValueError:
+            raise UsageError(f"CUDA_VISIBLE_DEVICES={visible!r} names GPUs other than by index: "
+                             "give the queue's GPUs with --gpus 0,1") from None
     from tracer.gpu import probe
 
     return tuple(range(probe().devices or 0))

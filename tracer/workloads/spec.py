@@ -25,6 +25,7 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
     "schema": Field(kind=int, required=True),
     "workload": Field(kind=str, required=True, choices=tuple(k.value for k in Kind)),
     "description": Field(kind=str, default=""),
+    "concurrency": Field(kind=int, default=0, minimum=0, maximum=16),  # tracer serve: jobs sharing one GPU (0: the server's default, 1)
     "params": {
         "steps": Field(kind=int, default=3, minimum=1, maximum=1_000_000),
         "seed": Field(kind=int, default=0, minimum=0, maximum=(1 << 63) - 1),
@@ -78,6 +79,7 @@ class WorkloadSpec:
     grad_norm_ratio: float
     pairs: tuple[tuple[str, str], ...]
     kernel_filter: tuple[str, ...]
+    concurrency: int = 0  # jobs of this workload that `tracer serve` may run on one GPU at once (0: the server's default)
 
     @property
     def out_dim(self) -> int:
@@ -136,7 +138,7 @@ def spec_from_data(name: str, path: Path | None, data: dict[str, Any]) -> Worklo
         recipe=RecipeConfig(Fp8Recipe(r["fp8_format"]), r["amax_history_len"], AmaxAlgo(r["amax_compute_algo"]), r["margin"]),
         gemm_rel_tol=t["gemm_rel"], grad_norm_ratio=t["grad_norm_ratio"],
         pairs=tuple((q["producer"], q["consumer"]) for q in data["trace"]["pairs"]),
-        kernel_filter=tuple(data["sanitize"]["kernel_filter"]),
+        kernel_filter=tuple(data["sanitize"]["kernel_filter"]), concurrency=data["concurrency"],
     )
     try:
         spec.check()
