@@ -25,7 +25,6 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
     "schema": Field(kind=int, required=True),
     "workload": Field(kind=str, required=True, choices=tuple(k.value for k in Kind)),
     "description": Field(kind=str, default=""),
-    "concurrency": Field(kind=int, default=0, minimum=0, maximum=16),  # tracer serve: jobs sharing one GPU (0: the server's default, 1)
     "params": {
         "steps": Field(kind=int, default=3, minimum=1, maximum=1_000_000),
         "seed": Field(kind=int, default=0, minimum=0, maximum=(1 << 63) - 1),
@@ -53,6 +52,7 @@ WORKLOAD_SCHEMA: dict[str, Any] = {
     },
     "trace": {"pairs": Field(kind=list, default=[])},
     "sanitize": {"kernel_filter": Field(kind=list, default=[])},
+    "concurrency": Field(kind=int, default=0, minimum=0, maximum=16),  # tracer serve: jobs sharing one GPU (0: the server's default, 1)
 }
 
 
