@@ -34,7 +34,7 @@ REQUESTS = [{"action": "trace", "target": "planted_cross_stream", "memory": True
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--deadline", type=float, default=100.0)
+    ap.add_argument("--deadline", type=float, default=150.0)
     ap.add_argument("--serve-arg", action="append", default=[], help="more `tracer serve` options (a dry run on a CPU machine: --gpus=0)")
     a = ap.parse_args()
     t0 = time.monotonic()
@@ -64,9 +64,10 @@ def main() -> None:
         report["jobs"] = final
         time.sleep(3)  # a rescan after the jobs ended
         report["runs"] = _get(url, "/api/runs")["runs"]
+        listing = _get(url, "/")  # the list page comes with its rows in the HTML
         for job in final:
             row = next((r for r in report["runs"] if job["output"] and r["path"].endswith(job["output"])), None)
-            report["checks"][job["action"]] = _check(url, row) if row else {"error": "its run is not in the index", "job": job}
+            report["checks"][job["action"]] = _check(url, row, listing) if row else {"error": "its run is not in the index", "job": job}
     except Exception as exc:
         report["error"] = f"{type(exc).__name__}: {exc}"
     finally:
@@ -81,8 +82,16 @@ def main() -> None:
     (a.out / "serve_device_check.json").write_text(json.dumps(report, indent=1, default=str))
     with tarfile.open(a.out / "serve_device_runs.tar.gz", "w:gz") as tar:
         tar.add(work, arcname="serve-device", filter=lambda ti: None if ti.name.endswith(".npz") else ti)
-    print(json.dumps({k: report.get(k) for k in ("error", "server_exit", "seconds")}),
-          json.dumps({k: {kk: v.get(kk) for kk in ("status", "summary", "timeline_total", "page")} for k, v in report["checks"].items()}))
+    print(json.dumps({k: report.get(k) for k in ("error", "server_exit", "seconds")}))
+    for job in report.get("jobs", []):
+        print("job", json.dumps({k: job.get(k) for k in ("id", "action", "state", "exit", "gpu", "concurrency", "elapsed_s", "note")}))
+    for action, check in report["checks"].items():
+        print("run", action, json.dumps({k: check.get(k) for k in ("status", "headline", "in_list_page", "page", "timeline_total",
+                                                                  "search_dgrad", "error")}))
+    ok = report.get("error") is None and len(report["checks"]) == len(REQUESTS) and all(
+        c.get("page") == "ok" and c.get("in_list_page") and not c.get("error") for c in report["checks"].values())
+    print("serve_device_check:", "PASSED" if ok else "FAILED")
+    sys.exit(0 if ok else 1)
 
 
 def _wait_up(url: str, server: subprocess.Popen[bytes]) -> dict[str, Any]:
@@ -117,9 +126,12 @@ def _watch(url: str, ids: list[int], deadline: float) -> list[dict[str, Any]]:
         time.sleep(1)
 
 
-def _check(url: str, row: dict[str, Any]) -> dict[str, Any]:
+def _check(url: str, row: dict[str, Any], listing: str) -> dict[str, Any]:
     rid = row["id"]
-    out: dict[str, Any] = {"id": rid, "path": row["path"], "status": row["status"], "summary": row["summary"], "error": row["error"]}
+    out: dict[str, Any] = {"id": rid, "path": row["path"], "status": row["status"], "summary": row["summary"],
+                           "headline": row.get("headline"), "error": row["error"],
+                           "in_list_page": f'href="/runs/{rid}"' in listing}
+    out["files"] = [f["name"] for f in _get(url, f"/api/runs/{rid}/summary")["files"]]
     verdict = _get(url, f"/api/runs/{rid}")
     out["verdict_keys"] = sorted(verdict)[:30] if isinstance(verdict, dict) else str(verdict)[:200]
     page = _get(url, f"/runs/{rid}")
