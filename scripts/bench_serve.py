@@ -276,7 +276,8 @@ def bench_load(s: Served, run_id: int, clients: int, seconds: float, processes: 
     lat = [x for part, _ in parts for x in part]
     errors = [e for _, part in parts for e in part]
     state = s.get(f"/api/jobs/{job['id']}")["state"]
-    print(f"load: {clients} clients (kept-alive connections) in {processes} processes for {seconds:g} s while job {job['id']} ran ({state} at the end): "
+    print(f"load: {clients} clients (kept-alive connections) in {processes} processes for {seconds:g} s "
+          f"while job {job['id']} ran ({state} at the end): "
           f"{len(lat)} requests, {len(errors)} errors, {len(lat) / seconds:.0f} req/s; server CPU {server_cpu:.1f} s in {wall:.1f} s wall "
           f"({server_cpu / max(1, len(lat)) * 1000:.2f} ms per request; {load_average()})")
     line("p50 under load", statistics.median(lat), 200.0, "ms")

@@ -14,7 +14,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--token-file", type=Path, help="read the token from this file")
     p.add_argument("--read-only", action="store_true", help="no job submission, cancel or import")
     p.add_argument("--jobs", type=Path, help="the job allow-list (YAML; default: the built-in workloads and campaigns)")
-    p.add_argument("--gpus", help="GPU indices of the job queue, e.g. 0,1 (default: those CUDA_VISIBLE_DEVICES names, else every GPU the driver sees; 'none')")
+    p.add_argument("--gpus", help="GPU indices of the job queue, e.g. 0,1 "
+                   "(default: those CUDA_VISIBLE_DEVICES names, else every GPU the driver sees; 'none')")
     p.add_argument("--state", type=Path, help="index, job state and caches (default RUNS/.tracer-serve)")
     p.add_argument("--upload-limit-mb", type=int, default=256, help="largest trace upload (default 256)")
     p.add_argument("--rescan-s", type=float, default=10.0, help="seconds between index rescans (default 10)")

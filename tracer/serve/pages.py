@@ -114,7 +114,9 @@ def render(name: str, csrf: str, params: dict[str, Any], listing: dict[str, Any]
 
 def _row(r: dict[str, Any]) -> str:
     """One row of the run list, as runs.js draws it (every value escaped)."""
-    e = lambda v: escape(str(v))  # noqa: E731  # a short alias in an f-string-heavy function
+    def e(v: Any) -> str:
+        return escape(str(v))
+
     created = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(r["created"])) if r["created"] else ""
     return (f'<tr data-id="{e(r["id"])}" class="st-{e(r["status"])}"><td>{e(r["id"])}</td>'
             f'<td><a href="/runs/{e(r["id"])}">{e(r["path"])}</a></td><td>{e(r["kind"])}</td>'
