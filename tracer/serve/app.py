@@ -41,6 +41,8 @@ UNSAFE = ("POST", "PUT", "PATCH", "DELETE")
 CSP = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; "
        "font-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'")
 UPLOAD_SUFFIXES = (".sqlite", ".json", ".json.gz")
+HTML = "text/html; charset=utf-8"
+JOB_FRESH_S = 0.25  # a job's answer (state, log tail) is reused for this long: clients poll it
 LANES_CACHED = 4
 
 
@@ -354,8 +356,11 @@ def build_app(settings: Settings) -> Starlette:
         return server
 
     def page(name: str) -> Any:
+        """A page shell: the same bytes for the same path all along this server's life."""
         def handler(request: Request) -> Response:
-            return HTMLResponse(pages.render(name, srv(request).csrf, request.path_params))
+            s = srv(request)
+            return HTMLResponse(s.answers.body(("page", name, tuple(request.path_params.items())),
+                                               lambda: pages.render(name, s.csrf, request.path_params)))
         return handler
 
     def list_page(request: Request) -> Response:
@@ -440,7 +445,8 @@ def build_app(settings: Settings) -> Starlette:
             return _error(400, str(exc))
 
     def api_job(request: Request) -> Response:
-        return JSONResponse(srv(request).queue.get(_job_id(request)))
+        s, job_id = srv(request), _job_id(request)
+        return s.answers.get(("job", job_id, s.queue.version, _job_tick()), lambda: s.queue.get(job_id))
 
     def api_cancel(request: Request) -> Response:
         s = srv(request)
@@ -495,9 +501,10 @@ def build_app(settings: Settings) -> Starlette:
             server.close()
 
     routes = [
-        Route("/", _cached(server, lambda r: ("list-page", server.generation, _list_args(r)), list_page, "text/html; charset=utf-8")),
-        Route("/runs/{run_id}", _handle(page("run"))),
-        Route("/jobs", _handle(page("jobs"))),
+        Route("/", _cached(server, lambda r: ("list-page", server.generation, _list_args(r)), list_page, HTML)),
+        Route("/runs/{run_id}", _cached(server, lambda r: ("page", "run", (("run_id", r.path_params["run_id"]),)), page("run"),
+                                        HTML)),
+        Route("/jobs", _cached(server, lambda r: ("page", "jobs", ()), page("jobs"), HTML)),
         Route("/api/session", _handle(api_session)),
         Route("/api/runs", _cached(server, lambda r: ("runs", server.generation, _list_args(r)), api_runs)),
         Route("/api/runs/{run_id}", _cached(server, lambda r: ("verdict", server.generation, _run_id(r)), api_run)),
@@ -510,7 +517,7 @@ def build_app(settings: Settings) -> Starlette:
         Route("/api/runs/{run_id}/files/{name:path}", _handle(api_file)),
         Route("/api/jobs", _handle(api_jobs), methods=["GET"]),
         Route("/api/jobs", api_submit, methods=["POST"]),
-        Route("/api/jobs/{job_id}", _handle(api_job), methods=["GET"]),
+        Route("/api/jobs/{job_id}", _cached(server, lambda r: ("job", _job_id(r), server.queue.version, _job_tick()), api_job), methods=["GET"]),
         Route("/api/jobs/{job_id}", _handle(api_cancel), methods=["DELETE"]),
         Route("/api/import", api_import, methods=["POST"]),
         Mount("/static", _Static(directory=STATIC), name="static"),
@@ -526,6 +533,11 @@ def build_app(settings: Settings) -> Starlette:
 class _GuardFactory(Guard):
     def __init__(self, app: ASGIApp, server: Server) -> None:
         super().__init__(app, server)
+
+
+def _job_tick() -> int:
+    """The time slot a job's answer belongs to (answers in one slot are the same)."""
+    return int(time.monotonic() / JOB_FRESH_S)
 
 
 def _job_id(request: Request) -> int:

@@ -54,6 +54,7 @@ class JobQueue:
         self.running: dict[int, tuple[proc.Started, float]] = {}  # id -> (process, deadline)
         self.on_slurm: dict[int, tuple[str, Path, float]] = {}  # id -> (Slurm job id, log, next scontrol)
         self.lock = threading.RLock()
+        self.version = 0  # bumped at every change of a job's state: answers about jobs are keyed by it
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -118,6 +119,7 @@ class JobQueue:
             argv = job_argv(self.cfg, req, output)
             con.execute("UPDATE jobs SET argv=?, log=?, output=? WHERE id=?",
                         (json.dumps(argv), str(self.log_dir / f"job-{job_id}.log"), str(output) if output else None, job_id))
+        self.version += 1
         return self.get(job_id)
 
     def _output(self, job_id: int, req: JobRequest) -> Path | None:
@@ -208,6 +210,7 @@ class JobQueue:
         self.output_dir.mkdir(parents=True, exist_ok=True)
         with self.db.tx() as con:  # committed before the start: a server dying in between never runs it twice
             con.execute("UPDATE jobs SET state=?, gpu=?, started=? WHERE id=?", (JobState.RUNNING.value, gpu, time.time(), job_id))
+        self.version += 1
         try:
             started = proc.start(argv, log_path=log, env=env)
         except Exception as exc:
@@ -225,6 +228,7 @@ class JobQueue:
         with self.db.tx() as con:  # committed before sbatch: a server dying in between never submits it twice
             con.execute("UPDATE jobs SET state=?, started=?, note=? WHERE id=?",
                         (JobState.RUNNING.value, time.time(), "submitting to Slurm", job_id))
+        self.version += 1
         try:
             slurm_id = slurm.submit(argv, log, self.log_dir / "slurm", self.cfg.slurm, bool(row[2]), f"tracer-serve-{job_id}")
         except Exception as exc:
@@ -256,6 +260,7 @@ class JobQueue:
         with self.db.tx() as con:
             con.execute("UPDATE jobs SET state=?, exit=?, ended=?, note=? WHERE id=?",
                         (state.value, code, time.time(), note, job_id))
+        self.version += 1
         if self.on_finish is not None:
             self.on_finish()
 
