@@ -107,6 +107,23 @@ def test_the_run_list_loads(served: Served, page: Any) -> None:
     rows = page.locator("#runs tbody tr")
     assert rows.count() == served.api("/api/runs")["total"] == 6
     assert page.locator("#runs tbody tr", has_text="raw_no_wait").locator(".badge").inner_text() == "findings"
+    with urllib.request.urlopen(served.url + "/") as r:  # the rows come in the HTML, before any script runs
+        html = r.read().decode()
+    assert all(f'href="/runs/{run["id"]}"' in html for run in served.api("/api/runs")["runs"])
+
+
+def test_the_run_list_filters_sorts_and_pages_through_the_api(served: Served, page: Any) -> None:
+    page.goto(served.url + "/?kind=trace")  # the server renders the query it is given
+    page.wait_for_selector("body[data-loaded='1']")
+    assert page.locator("#runs tbody tr").count() == 3 and page.input_value("#kind") == "trace"
+    page.select_option("#kind", "")
+    page.select_option("#statusf", "findings")
+    findings = served.api("/api/runs?status=findings")["total"]
+    page.wait_for_function(f"document.querySelectorAll('#runs tbody tr').length === {findings}")
+    assert {b.inner_text() for b in page.locator("#runs tbody .badge").all()} == {"findings"}
+    page.click("th[data-sort='path']")  # descending by path, then ascending
+    page.click("th[data-sort='path']")
+    page.wait_for_function("document.querySelector('#runs tbody tr td:nth-child(2)').textContent.startsWith('jobs/')")
 
 
 def test_a_trace_page_shows_hazards_draws_highlights_and_searches(served: Served, page: Any, tmp_path: Path) -> None:

@@ -50,15 +50,15 @@ function pickRun(id, on) {
 function debounce(fn, ms) { let t; return (...a) => { clearTimeout(t); t = setTimeout(() => fn(...a), ms); }; }
 
 function wire() {
-  const reload = () => { state.offset = 0; if (!served()) load().catch(showError); };
+  const reload = () => { state.offset = 0; load().catch(showError); };
   document.querySelector("#runs tbody").addEventListener("change", e => {
     if (e.target.dataset.pick) pickRun(Number(e.target.dataset.pick), e.target.checked);
   });
   document.getElementById("q").addEventListener("input", debounce(e => { state.q = e.target.value; reload(); }, 200));
   document.getElementById("kind").addEventListener("change", e => { state.kind = e.target.value; reload(); });
   document.getElementById("statusf").addEventListener("change", e => { state.status = e.target.value; reload(); });
-  document.getElementById("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); if (!served()) load().catch(showError); });
-  document.getElementById("next").addEventListener("click", () => { state.offset += state.limit; if (!served()) load().catch(showError); });
+  document.getElementById("prev").addEventListener("click", () => { state.offset = Math.max(0, state.offset - state.limit); load().catch(showError); });
+  document.getElementById("next").addEventListener("click", () => { state.offset += state.limit; load().catch(showError); });
   for (const th of document.querySelectorAll("th[data-sort]")) {
     th.addEventListener("click", () => {
       const k = th.dataset.sort;
