@@ -219,12 +219,14 @@ def bench_paint(s: Served, run_id: int, cold_s: float | None) -> None:
         line("1M-kernel lanes built from the trace (cold, once per trace)", cold_s, 2.0, "s")
 
 
-def _clients(port: int, paths: list[str], threads: int, first: int, stop_at: float) -> tuple[list[float], list[str]]:
+def _clients(port: int, paths: list[str], threads: int, first: int, stop_at: float) -> tuple[list[float], list[str], list[tuple[str, float]]]:
     """One client process: `threads` clients, each walking the paths from its own start over one
-    kept-alive connection, as a browser does."""
+    kept-alive connection, as a browser does; latencies as the clients saw them, errors, and the
+    time each request spent in the server's application (its Server-Timing header)."""
     import http.client
 
     lat: list[float] = []
+    inside: list[tuple[str, float]] = []
     errors: list[str] = []
     lock = threading.Lock()
 
@@ -240,8 +242,12 @@ def _clients(port: int, paths: list[str], threads: int, first: int, stop_at: flo
                 r.read()
                 if r.status != 200:
                     raise OSError(f"HTTP {r.status}")
+                took = (time.perf_counter() - t) * 1000
+                timing = r.getheader("server-timing") or ""
                 with lock:
-                    lat.append((time.perf_counter() - t) * 1000)
+                    lat.append(took)
+                    if timing.startswith("app;dur="):
+                        inside.append((path, float(timing[8:])))
             except (OSError, http.client.HTTPException) as exc:
                 with lock:
                     errors.append(f"{path}: {exc}")
@@ -255,7 +261,7 @@ def _clients(port: int, paths: list[str], threads: int, first: int, stop_at: flo
         t.start()
     for t in pool:
         t.join()
-    return lat, errors
+    return lat, errors, inside
 
 
 def bench_load(s: Served, run_id: int, clients: int, seconds: float, processes: int = 5) -> None:
@@ -273,8 +279,9 @@ def bench_load(s: Served, run_id: int, clients: int, seconds: float, processes: 
     with multiprocessing.get_context("fork").Pool(processes) as pool:  # the clients' own Python must not be the limit
         parts = pool.starmap(_clients, [(s.port, paths, n, sum(per[:k]), stop_at) for k, n in enumerate(per)])
     server_cpu, wall = cpu_s(s.proc.pid) - c0, time.monotonic() - w0
-    lat = [x for part, _ in parts for x in part]
-    errors = [e for _, part in parts for e in part]
+    lat = [x for part, _, _ in parts for x in part]
+    errors = [e for _, part, _ in parts for e in part]
+    inside = [x for _, _, part in parts for x in part]
     state = s.get(f"/api/jobs/{job['id']}")["state"]
     print(f"load: {clients} clients (kept-alive connections) in {processes} processes for {seconds:g} s "
           f"while job {job['id']} ran ({state} at the end): "
@@ -282,6 +289,14 @@ def bench_load(s: Served, run_id: int, clients: int, seconds: float, processes: 
           f"({server_cpu / max(1, len(lat)) * 1000:.2f} ms per request; {load_average()})")
     line("p50 under load", statistics.median(lat), 200.0, "ms")
     line("p99 under load", pct(lat, 99), 200.0, "ms")
+    if inside:
+        xs = [x for _, x in inside]
+        print(f"  of which inside the server's application (Server-Timing): p50 {statistics.median(xs):.2f} ms, "
+              f"p99 {pct(xs, 99):.2f} ms, max {max(xs):.1f} ms; per path (p50 / p99 / max ms, requests):")
+        for path in paths:
+            ys = [x for p, x in inside if p == path]
+            if ys:
+                print(f"    {path:<58} {statistics.median(ys):7.2f} {pct(ys, 99):8.2f} {max(ys):8.1f} {len(ys):7d}")
     for e in errors[:5]:
         print("  error:", e)
     s.send("DELETE", f"/api/jobs/{job['id']}")
