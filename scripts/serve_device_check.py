@@ -16,6 +16,7 @@ import subprocess
 import sys
 import tarfile
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -114,8 +115,11 @@ def _get(url: str, path: str) -> Any:
 def _send(url: str, csrf: str, body: Any) -> Any:
     req = urllib.request.Request(url + "/api/jobs", method="POST", data=json.dumps(body).encode(),
                                  headers={"X-CSRF-Token": csrf, "Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.loads(r.read())
+    except urllib.error.HTTPError as exc:  # the server's one-line reason, not only the status
+        raise RuntimeError(f"POST /api/jobs {json.dumps(body)}: HTTP {exc.code}: {exc.read().decode('utf-8', 'replace')[:300]}") from None
 
 
 def _watch(url: str, ids: list[int], deadline: float) -> list[dict[str, Any]]:

@@ -8,7 +8,8 @@ if ! ls .serve-wheels/*.whl >/dev/null 2>&1; then
   echo "serve_device_check: no .serve-wheels/*.whl in $(pwd): run scripts/serve_device_wheels.sh before copying the tree" >&2
   exit 2
 fi
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site \
+SITE=${SERVE_SITE:-/tmp/site}
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" \
   ../../.whl/*.whl .serve-wheels/*.whl
-export PYTHONPATH=$PWD:/tmp/site PYTHONUNBUFFERED=1 TRACER_CACHE_DIR=/tmp/tracer-cache
+export PYTHONPATH=$PWD:$SITE PYTHONUNBUFFERED=1 TRACER_CACHE_DIR=/tmp/tracer-cache
 python3 scripts/serve_device_check.py --out "$OUT" --deadline "${DEADLINE:-150}"

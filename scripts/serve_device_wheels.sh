@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-"$PY" -m pip download -q --only-binary=:all: --python-version 3.12 --implementation cp \
+# SERVE_WHEELS_PY: another CPython version (a dry run of the device check on a machine without 3.12)
+"$PY" -m pip download -q --only-binary=:all: --python-version "${SERVE_WHEELS_PY:-3.12}" --implementation cp \
   --platform manylinux2014_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux_2_28_x86_64 \
   -d .serve-wheels starlette uvicorn httptools uvloop
 ls .serve-wheels
