@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tracer.capture.fastrecords import FastRecords
 from tracer.capture.memory import MemoryRecorder
 from tracer.capture.records import HostQueryKind, HostQueryRec, Mode
 
@@ -192,6 +193,13 @@ def walk_layouts(attempts: list[tuple[str, Callable[[int], tuple]]], ok: int, pa
     return None, "; ".join(reasons) or "no parameter info"
 
 
+SITE_FIELDS = ("callback_site", "correlation_id")  # read from the CUpti_CallbackData struct (fastrecords.py)
+
+
+def _site_slow(cbdata: Any) -> tuple[int, int]:
+    return int(cbdata.callback_site), cbdata.correlation_id
+
+
 WINDOWED = ("launch", "launch_ex", "copy")  # roles switched off outside the memory capture window
 ROLE_APIS = {"launch": tuple(LAUNCH) + COPY_APIS + GRAPH_LAUNCH, "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
 Access = tuple[int, int, int, int, str]  # (address, bytes, mode, exact, label)
@@ -288,6 +296,7 @@ class ApiCallbacks:
         self.roles: dict[tuple[int, int], tuple[str, str]] = {}
         self.enter_ts: dict[int, int] = {}
         self.subscriber: Any = None
+        self.fast = FastRecords(cupti, lambda where, exc: self.rec.counters.update({f"slow_reads_{where}": 1}))
 
     def subscribe(self) -> None:
         c = self.cupti
@@ -352,11 +361,12 @@ class ApiCallbacks:
         try:
             role, name = self.roles[(int(domain), int(cbid))]
             if role[0] == "l":  # launch, launch_ex: the hot path
+                site, corr = self.fast.read(cbdata, SITE_FIELDS, _site_slow)
                 tls = self.rec.tls
-                if cbdata.callback_site != ENTER:
+                if site != ENTER:
                     tls.launch = 0
                     return
-                tls.launch = cbdata.correlation_id
+                tls.launch = corr
                 if not tls.depth and self.rec.window.open:
                     self.on_launch(role == "launch_ex", cbdata)
             elif role == "record":

@@ -8,6 +8,7 @@ side = torch.cuda.Stream()
 main = torch.cuda.current_stream()
 src = torch.empty(64 * 64, device="cuda")
 desc = runtime.cudaCreateChannelDesc(32, 0, 0, 0, runtime.cudaChannelFormatKind.cudaChannelFormatKindFloat)
+desc = desc[1] if isinstance(desc, tuple) else desc  # (error, desc) in cuda-bindings 13
 err, array = runtime.cudaMallocArray(desc, 64, 64, 0)
 assert int(err) == 0, err
 torch.cuda.synchronize()
