@@ -25,7 +25,7 @@ PY=${PY:-python3}
 STEPS=${*:-capture tests bench profile}
 END=$(( $(date +%s) + ${DEADLINE:-330} - 15 ))
 REPEATS=${REPEATS:-1}
-PROGS="ops_copy3d array_copy collective_no_wait collective_ddp window_steps"
+PROGS=${PROGS:-"ops_copy3d array_copy collective_no_wait collective_ddp window_steps"}
 
 run_one() {  # name timeout cmd...
   local name=$1 limit=$2; shift 2
@@ -67,20 +67,20 @@ print("memcpy", q("SELECT copyKind, streamId, count(*) FROM CUPTI_ACTIVITY_KIND_
 print("ops", q("SELECT s.value, o.kind, count(*) FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId WHERE s.value LIKE 'c10d%' OR o.kind = 4 GROUP BY 1, 2"))
 print("unknown", q("SELECT * FROM TRACER_LAUNCH_UNKNOWN"))
 print("windows", q("SELECT * FROM TRACER_MEMORY_WINDOWS"))
-print("meta", q("SELECT name, value FROM META_DATA_EXPORT WHERE name LIKE 'TRACER_MEMORY%' OR name LIKE 'TRACER_RECORD%'"))
+print("meta", q("SELECT name, value FROM META_DATA_EXPORT WHERE name LIKE 'TRACER_MEMORY%' OR name LIKE 'TRACER_RECORD%' OR name LIKE 'TRACER_FAST%'"))
 PYEOF
   done
 fi
 if [[ " $STEPS " == *" tests "* ]]; then
-  run_one gpu-tests 150 $PY -m pytest -q -p no:cacheprovider tests/gpu/test_memory_window_gpu.py tests/gpu/test_ops_gpu.py -k "window or collective or copy3d or ddp or array"
+  run_one gpu-tests 150 $PY -m pytest -q -p no:cacheprovider tests/gpu/test_memory_window_gpu.py tests/gpu/test_ops_gpu.py -k "${TESTS:-window or collective or copy3d or ddp or array}"
 fi
 if [[ " $STEPS " == *" profile "* ]]; then
   run_one profile-gpt2 90 $PY -m tracer trace run --memory -o $R/prof --no-hazards -- $PY scripts/step_workload.py gpt2 --steps 6 --profile $OUT/logs/gpt2-memory.prof
   $PY -c "import pstats; s = pstats.Stats('$OUT/logs/gpt2-memory.prof'); s.sort_stats('tottime').print_stats(35); s.sort_stats('cumtime').print_stats(25)" > "$OUT/logs/profile.txt" 2>&1
 fi
 if [[ " $STEPS " == *" bench "* ]]; then
-  run_one bench-gpt2 200 $PY scripts/bench_memory_capture.py --per-step gpt2 --steps 10 --window 3 --repeats "$REPEATS" --json "$OUT/logs/bench-gpt2.json"
-  run_one bench-linear 200 $PY scripts/bench_memory_capture.py --per-step linear_backward --steps 10 --window 3 --repeats "$REPEATS" --json "$OUT/logs/bench-linear.json"
+  run_one bench-gpt2 200 $PY scripts/bench_memory_capture.py --per-step gpt2 --steps ${BENCH_STEPS:-10} --window 3 --repeats "$REPEATS" --json "$OUT/logs/bench-gpt2.json"
+  run_one bench-linear 200 $PY scripts/bench_memory_capture.py --per-step linear_backward --steps ${BENCH_STEPS:-10} --window 3 --repeats "$REPEATS" --json "$OUT/logs/bench-linear.json"
 fi
 uptime >> "$OUT/logs/load.txt"
 tar -czf "$OUT/memory.tgz" -C "$OUT" logs traces 2>/dev/null

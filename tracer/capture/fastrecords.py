@@ -72,7 +72,12 @@ class FastRecords:
             u = self.readers[key]
         except KeyError:
             u = self.readers[key] = self._checked(a, fields, slow)
-        return u(a.ptr) if u is not None else slow(a)
+        if u is not None:
+            try:
+                return u(int(a.ptr))
+            except Exception:  # never a lost record: this one read through its attributes
+                pass
+        return slow(a)
 
     def _checked(self, a: Any, fields: tuple[str, ...], slow: Slow) -> Unpacker | None:
         try:
