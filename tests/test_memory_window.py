@@ -284,3 +284,17 @@ def test_struct_reads_agree_with_the_attributes_or_are_not_used() -> None:
     b = ActivityFake(buf, b"kernel_b")
     assert slow_only.read(b, fields, slow) == slow(b) and errors == ["fast_records_ActivityFake"]
     assert slow_only.read(b, fields, slow) == slow(b) and len(errors) == 1
+
+
+# --- CUDA-array copies (array_copy: cudaMemcpy2DToArrayAsync reading what another stream writes) -------
+
+def test_a_cuda_array_copy_is_not_judged_and_says_why() -> None:
+    a = analyze(load_trace(FIXTURES / "array_copy.sqlite"))
+    h = a.hazards
+    assert h is not None and h.found == 0  # the race is there, but an array side has no byte range to judge
+    cov = {c.kind.value: (c.seen, c.judged, c.unjudged) for c in h.coverage}
+    assert cov["memcpy"] == (1, 0, 1) and cov["undecoded-launch"] == (1, 0, 1)
+    assert h.launch_unknown == (("cudaMemcpy2DToArrayAsync", 1, "a side is a CUDA array (opaque layout, not linear memory): "
+                                                               "not judged"),)
+    assert any("memcpy" in f and "CUDA array" in f for f in a.failures(False, True))
+    assert "judged 2 of 3 GPU operations" in h.text_lines()[0]
