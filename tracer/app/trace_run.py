@@ -183,10 +183,14 @@ def choose_backend(name: str) -> str:
     return "nsys" if importer_status()[0] else "cupti"
 
 
-def capture_mode(backend: str, memory: bool | None, stop_after: float | None = None) -> tuple[str, bool]:
+def capture_mode(backend: str, memory: bool | None, stop_after: float | None = None, window: str = "") -> tuple[str, bool]:
     """(backend, memory) of `trace run --backend B [--memory|--no-memory] [--stop-after N]`: memory
     access sets and detaching after N seconds need CUPTI, so `auto` picks it for them; --memory with
-    nsys is a usage error (CaptureRequest)."""
+    nsys is a usage error (CaptureRequest). `window`: the text of --memory-steps and --memory-range
+    ("" for neither); a capture window implies --memory unless --no-memory was given (then
+    CaptureRequest refuses it)."""
+    if memory is None and window:
+        memory = True
     wanted = MEMORY_DEFAULT if memory is None else memory
     if backend == "auto" and (wanted or stop_after is not None):
         return "cupti", wanted

@@ -39,7 +39,7 @@ _TRACER_CAPTURE = os.path.dirname(os.path.abspath(__file__))
 _STDLIB = sysconfig.get_paths().get("stdlib", "\0")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpInfo:
     name: str
     skip: bool  # a pure view: aliases its input, writes nothing, launches no kernel
@@ -59,7 +59,7 @@ def op_info(func: Any) -> OpInfo:
         writes |= frozenset(a for a in args if a.startswith("output")) | updates
     returns = list(schema.returns)
     view = bool(returns) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-    return OpInfo(name, view, args, writes, updates)
+    return OpInfo(name=name, skip=view, arg_names=args, writes=writes, updates=updates)
 
 
 def _is_library(filename: str) -> bool:
