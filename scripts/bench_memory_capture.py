@@ -190,7 +190,7 @@ def per_step(args: argparse.Namespace) -> int:
                 print(f"{mode:<14} repeat {rep}: {info['seconds']:6.2f} s exit {info['exit']} steps "
                       f"{[round(t, 3) for t in (info.get('steps') or {}).get('steps_s', [])]}", flush=True)
     rows: dict[str, dict[str, float | None]] = {}
-    every: Callable[[int], bool] = lambda i: True  # noqa: E731  # three one-line predicates
+    every: Callable[[int], bool] = lambda i: True  # three one-line predicates
     for mode in PER_STEP_MODES:
         rows[mode] = {f"{k}{suffix}": steady(runs, mode, key, keep) for k, key in (("wall", "steps_s"), ("cpu", "steps_cpu_s"))
                       for suffix, keep in (("", every), (" in window", lambda i: i >= first), (" outside", lambda i: i < first))}

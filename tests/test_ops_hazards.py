@@ -267,7 +267,7 @@ class TestCopyApiArguments:
                                                          (0xA00000, 100 * 8 * 4, WRITE, 1, "dst")]
         # CUDA_MEMCPY3D: per side x, y, z, lod, type (2 device, 1 host), host, device, array, reserved,
         # pitch, height; then WidthInBytes, Height, Depth: device -> host, 2 slices of 3 rows of 64 bytes
-        side = lambda x, y, z, kind, host, dev, pitch, rows: [x, y, z, 0, kind, host, dev, 0, 0, pitch, rows]  # noqa: E731
+        side = lambda x, y, z, kind, host, dev, pitch, rows: [x, y, z, 0, kind, host, dev, 0, 0, pitch, rows]
         c, keep3 = self.at(side(0, 0, 1, 2, 0, 0x5000, 128, 4) + side(0, 0, 0, 1, 0xB000, 0, 64, 3) + [64, 3, 2])
         p, keep4 = self.at([c, 0])
         assert copy_accesses("cuMemcpy3DAsync", p) == [(0x5000 + 4 * 128, 128 * 4 + 128 * 2 + 64, READ, 0, "src"),
@@ -277,7 +277,7 @@ class TestCopyApiArguments:
 
     def test_cuda_array_copies_are_not_judged(self) -> None:
         """An array side has no linear byte range: the copy is reported as undecoded, never half-judged."""
-        side = lambda kind, dev, array: [0, 0, 0, 0, kind, 0, dev, array, 0, 64, 4]  # noqa: E731
+        side = lambda kind, dev, array: [0, 0, 0, 0, kind, 0, dev, array, 0, 64, 4]
         c, keep = self.at(side(3, 0, 0xAA) + side(2, 0x5000, 0) + [64, 4, 2])
         p, keep2 = self.at([c, 0])
         assert copy_accesses("cuMemcpy3DAsync", p) is None

@@ -134,21 +134,21 @@ def hook_torch_nvtx(window: MemoryWindow, nvtx_module: Any) -> None:
     starts: dict[int, int] = {}
 
     class Proxy:
-        def rangePushA(self, msg: str) -> Any:  # noqa: N802  # torch's name
+        def rangePushA(self, msg: str) -> Any:  # torch's name
             out = real.rangePushA(msg)
             window.push(msg)
             return out
 
-        def rangePop(self) -> Any:  # noqa: N802  # torch's name
+        def rangePop(self) -> Any:  # torch's name
             window.pop()
             return real.rangePop()
 
-        def rangeStartA(self, msg: str) -> Any:  # noqa: N802  # torch's name
+        def rangeStartA(self, msg: str) -> Any:  # torch's name
             rid = real.rangeStartA(msg)
             starts[rid] = window.start(msg)
             return rid
 
-        def rangeEnd(self, rid: Any) -> Any:  # noqa: N802  # torch's name
+        def rangeEnd(self, rid: Any) -> Any:  # torch's name
             window.end(starts.pop(rid, 0))
             return real.rangeEnd(rid)
 

@@ -547,7 +547,8 @@ def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray)
 
 def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> np.ndarray:
     """Per operation: without a memory set on a device where more than one stream ran operations."""
-    return ~with_memory & _multi_stream(index)
+    out: np.ndarray = ~with_memory & _multi_stream(index)
+    return out
 
 
 def _multi_stream(index: OrderingIndex) -> np.ndarray:
