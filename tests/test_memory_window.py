@@ -224,12 +224,15 @@ def test_collective_launched_with_no_wait_is_a_raw_on_the_nccl_stream() -> None:
                                     ("aten::mul_.Tensor", "c10d::allreduce_", "ncclAllReduce")]
     assert got[0][3] == "[memcpy DtoD]" and all("oneRankReduce" in g[3] for g in got[1:])  # NCCL's one-rank reduce kernel
     assert len({z.consumer.stream for z in h.listed}) == 1 and all(z.producer.stream != z.consumer.stream for z in h.listed)
+    cov = {c.kind.value: (c.seen, c.judged, c.unjudged) for c in h.coverage}
+    assert cov["collective"] == (3, 3, 0)  # the one-rank kernels, known by their c10d op (not named nccl*)
 
 
 def test_ddp_buckets_and_an_ordered_collective_are_clean() -> None:
     a = analyze(load_trace(FIXTURES / "collective_ddp.sqlite"))
     h = a.hazards
     assert h is not None and h.found == 0 and h.not_judged == () and a.failures(False, True) == []
+    assert {c.kind.value: (c.seen, c.judged) for c in h.coverage}["collective"] == (1, 1)  # the explicit AVG all_reduce
     con = sqlite3.connect(FIXTURES / "collective_ddp.sqlite")
     names = dict(con.execute("SELECT s.value, count(*) FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId "
                              "WHERE s.value LIKE 'c10d::%' GROUP BY 1").fetchall())

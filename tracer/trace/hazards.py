@@ -48,6 +48,7 @@ class Covered(str, Enum):
 
 
 COLLECTIVE_PREFIX = "nccl"
+COLLECTIVE_OP_PREFIX = "c10d::"  # ... or launched inside a c10d op
 WHY_NOT = {
     Covered.KERNEL: "no memory access set (launched outside any recorded op, arguments not read)",
     Covered.MEMCPY: "no memory access set (no torch op issued them and no copy API arguments were recorded, or a side "
@@ -408,6 +409,7 @@ def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branch
     names, inverse = np.unique(trace.kernels.name, return_inverse=True)
     nccl = np.array([trace.strings[n].startswith(COLLECTIVE_PREFIX) for n in names.tolist()], dtype=bool)
     collective = nccl[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=bool)
+    collective = collective | _launched_by_collective(trace)
     masks = {Covered.KERNEL: (kinds == KERNEL) & ~collective, Covered.COLLECTIVE: (kinds == KERNEL) & collective,
              Covered.MEMCPY: kinds == MEMCPY, Covered.MEMSET: kinds == MEMSET}
     out = [Coverage(kind=k, seen=int(m.sum()), judged=int((m & with_memory).sum()), unjudged=int((m & blind).sum()))
@@ -424,6 +426,22 @@ def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branch
         out.append(Coverage(kind=Covered.OUTSIDE_WINDOW, seen=seen, judged=0, unjudged=int((outside & _multi_stream(index)).sum()),
                             window=window.what))
     return tuple(out)
+
+
+def _launched_by_collective(trace: Trace) -> np.ndarray:
+    """Per operation: a kernel launched inside a c10d op (NCCL's one-rank kernel is not named nccl*)."""
+    memory, k = trace.memory, trace.kernels
+    out = np.zeros(len(k), dtype=bool)
+    if memory is None or len(memory.launches.corr) == 0:
+        return out
+    la = memory.launches
+    ops = np.unique(la.op_name[la.op_name >= 0])
+    c10d = ops[[trace.strings[int(n)].startswith(COLLECTIVE_OP_PREFIX) for n in ops.tolist()]] if len(ops) else ops
+    if len(c10d) == 0:
+        return out
+    corr = access_corr(memory, k)
+    at = np.clip(np.searchsorted(la.corr, corr), 0, len(la.corr) - 1)
+    return (la.corr[at] == corr) & np.isin(la.op_name[at], c10d)
 
 
 def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
