@@ -441,7 +441,8 @@ def _launched_by_collective(trace: Trace) -> np.ndarray:
         return out
     corr = access_corr(memory, k)
     at = np.clip(np.searchsorted(la.corr, corr), 0, len(la.corr) - 1)
-    return (la.corr[at] == corr) & np.isin(la.op_name[at], c10d)
+    found: np.ndarray = (la.corr[at] == corr) & np.isin(la.op_name[at], c10d)
+    return found
 
 
 def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
