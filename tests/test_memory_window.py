@@ -301,3 +301,15 @@ def test_a_cuda_array_copy_is_not_judged_and_says_why() -> None:
                                                                "not judged"),)
     assert any("memcpy" in f and "CUDA array" in f for f in a.failures(False, True))
     assert "judged 2 of 3 GPU operations" in h.text_lines()[0]
+
+
+def test_a_jobs_coverage_keeps_the_window() -> None:
+    from tracer.trace.hazards import Coverage, Covered, joined_coverage
+
+    rank = (Coverage(kind=Covered.KERNEL, seen=4, judged=4, unjudged=0),
+            Coverage(kind=Covered.OUTSIDE_WINDOW, seen=3, judged=0, unjudged=3, window="steps 1:3"))
+    other = (rank[0], Coverage(kind=Covered.OUTSIDE_WINDOW, seen=2, judged=0, unjudged=1, window="NVTX ranges 'opt*'"))
+    joined = {c.kind: c for c in joined_coverage([rank, rank, other])}
+    out = joined[Covered.OUTSIDE_WINDOW]
+    assert (out.seen, out.unjudged, out.window) == (8, 7, "steps 1:3; NVTX ranges 'opt*'")
+    assert "outside the memory capture window (steps 1:3; NVTX ranges 'opt*')" in out.line()
