@@ -352,6 +352,8 @@ class ApiCallbacks:
         return "event_query" if name in EVENT_QUERY else "stream_query"
 
     def unsubscribe(self) -> None:
+        if self.window_changed in self.rec.window.listeners:
+            self.rec.window.listeners.remove(self.window_changed)
         if self.subscriber is not None:
             self.cupti.unsubscribe(self.subscriber)
             self.subscriber = None
