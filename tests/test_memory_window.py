@@ -313,3 +313,42 @@ def test_a_jobs_coverage_keeps_the_window() -> None:
     out = joined[Covered.OUTSIDE_WINDOW]
     assert (out.seen, out.unjudged, out.window) == (8, 7, "steps 1:3; NVTX ranges 'opt*'")
     assert "outside the memory capture window (steps 1:3; NVTX ranges 'opt*')" in out.line()
+
+
+def test_launch_and_copy_callbacks_are_switched_with_the_window() -> None:
+    """Outside the window CUPTI calls no Python on launches and copies; a copy call that still
+    arrives (switching failed) is not recorded."""
+    import enum
+
+    from tests.test_capture_memory import FakeCupti
+    from tests.test_ops_hazards import TestCopyCallbacks
+    from tracer.capture.callbacks import ApiCallbacks
+
+    class Cupti(FakeCupti):
+        driver_api_trace_cbid = enum.IntEnum("driver_api_trace_cbid", {
+            **{m.name: m.value for m in FakeCupti.driver_api_trace_cbid}, "cuMemcpyDtoDAsync_v2": 700})
+
+        def enable_callback(self, enable: int, sub: int, domain: int, cbid: int) -> None:
+            self.enabled.append((int(enable), int(domain), int(cbid)))
+
+        def unsubscribe(self, sub: int) -> None:
+            pass
+
+    rec = MemoryRecorder(ticking(), lambda i: None, lambda: None, devices=("cpu",), window=WindowSpec(first=1, stop=2))
+    cupti = Cupti()
+    calls = ApiCallbacks(cupti, rec, roles=("launch", "record"))
+    calls.subscribe()
+    windowed = {(d, c) for (d, c), (role, _) in calls.roles.items() if role in ("launch", "launch_ex", "copy")}
+    assert (1, 700) in windowed and {(e, d, c) for e, d, c in cupti.enabled if e == 0} == {(0, d, c) for d, c in windowed}
+    cb, keep = TestCopyCallbacks.cbdata([0xD000, 0x5000, 4096, 3, 0], corr=90)
+    calls.callback(None, 1, 700, cb)
+    assert rec.ops == []  # closed: not recorded
+    cupti.enabled.clear()
+    rec.window.push("step1")
+    assert {(e, d, c) for e, d, c in cupti.enabled} == {(1, d, c) for d, c in windowed}
+    cb2, keep2 = TestCopyCallbacks.cbdata([0xD000, 0x5000, 4096, 3, 0], corr=91)
+    calls.callback(None, 1, 700, cb2)
+    assert [(o.name, o.correlation_id) for o in rec.ops] == [("cuMemcpyDtoDAsync", 91)]
+    calls.unsubscribe()
+    assert rec.window.listeners == []
+    del keep, keep2
