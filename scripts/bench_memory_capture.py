@@ -10,7 +10,14 @@ and write). Goal: --memory at most 1.5x plain CUPTI and below CSAN (wall).
 
 Run on a GPU machine:
     python scripts/bench_memory_capture.py [--repeats 2] [--modes a,b] [--json OUT.json] [-- WORKLOAD ARGS...]
-(default workload: linear_backward --steps 3)."""
+(default workload: linear_backward --steps 3).
+
+--per-step MODEL (linear_backward or gpt2): the steady-state cost per step, which the whole-process
+ratio hides. scripts/step_workload.py runs STEPS steps, each in an NVTX range `stepN`, timed in the
+process (wall and CPU); untraced, plain CUPTI, --memory, and --memory with a capture window over the
+last WINDOW steps (`--memory-steps`): medians of the steps after the first two (warm-up), the window
+run's steps inside and outside its window apart. Ratios are to untraced (goal: --memory steps at most
+1.5x) and to plain CUPTI."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +29,7 @@ import sys
 import tempfile
 from dataclasses import replace
 from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from tracer import proc
@@ -34,6 +42,7 @@ MODES: dict[str, CaptureOptions | None] = {  # None: not traced by tracer; the e
     "untraced": None,
     "cupti": BASE,
     "memory": replace(BASE, memory=True),
+    "memory-window": replace(BASE, memory=True),  # memory_steps set from --per-step's window
     "csan": None,
     "cupti-allapis": replace(BASE, apis="all"),
     "memory-dispatch-only": replace(BASE, memory=True, parts=("dispatch",)),
@@ -44,6 +53,17 @@ PHASES = ("startup_s", "bootstrap", "cupti_import", "cupti_start", "torch_hooks"
 HOOKS = ("dispatch", "api_callbacks", "allocator", "record_conversion")
 
 
+def step_times(stdout: str) -> dict[str, list[float]] | None:
+    """scripts/step_workload.py's last line: {"steps_s": [...], "steps_cpu_s": [...]}."""
+    for line in reversed(stdout.strip().splitlines()):
+        if line.startswith("{") and "steps_s" in line:
+            try:
+                return json.loads(line)
+            except ValueError:
+                return None
+    return None
+
+
 def workload_seconds(stdout: str) -> float | None:
     """`tracer run --json` prints its report; its `seconds` is the engine and the steps."""
     try:
@@ -52,21 +72,25 @@ def workload_seconds(stdout: str) -> float | None:
         return None
 
 
-def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = False) -> dict[str, Any]:
+def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = False, window: str = "") -> dict[str, Any]:
     work.mkdir(parents=True)
     logs = work / "logs"
     logs.mkdir()
     options = MODES[mode]
+    if options is not None and mode == "memory-window":
+        options = replace(options, memory_steps=window)
     if options is not None and fake:  # the script's own check on a machine without a GPU
         options = replace(options, backend="fake", devices=("cpu",), lazy=False)
     if options is None:
         env = dict(os.environ) | ({"TORCH_CUDA_SANITIZER": "1"} if mode == "csan" else {})
         res = proc.run(command, timeout=timeout, stdout_path=logs / "stdout.log", stderr_path=logs / "stderr.log", env=env)
         extra = {"csan_races": res.stderr().count("CSAN detected a possible data race")} if mode == "csan" else {}
-        return {"seconds": res.seconds, "exit": res.returncode, "workload_s": workload_seconds(res.stdout()), **extra}
+        return {"seconds": res.seconds, "exit": res.returncode, "workload_s": workload_seconds(res.stdout()),
+                "steps": step_times(res.stdout()), **extra}
     captured = capture_run(command, work, logs, timeout, options=options)
+    out = (logs / "stdout.log").read_text(errors="replace")
     info: dict[str, Any] = {"seconds": captured.proc.seconds, "exit": captured.proc.returncode,
-                            "workload_s": workload_seconds((logs / "stdout.log").read_text(errors="replace"))}
+                            "workload_s": workload_seconds(out), "steps": step_times(out)}
     if captured.trace is not None:
         info |= trace_counts(captured.trace, options.memory)
     root = [m for m in captured.processes if m.get("ppid") == os.getpid()]  # the command's own process
@@ -138,15 +162,71 @@ def ratios(rows: dict[str, dict[str, float | None]]) -> dict[str, float]:
     return dict(x for a, b in pairs for col in ("wall", "workload") if (x := r(a, b, col)))
 
 
+WARMUP = 2  # steps left out of the steady state (first launches, cuBLAS and allocator warm-up)
+PER_STEP_MODES = ("untraced", "cupti", "memory", "memory-window")
+
+
+def steady(runs: list[dict[str, Any]], mode: str, key: str, keep: Callable[[int], bool]) -> float | None:
+    """Median over the runs of mode of the steps kept (after the warm-up)."""
+    vals = [t for r in runs if r["mode"] == mode and r.get("steps")
+            for i, t in enumerate(r["steps"][key]) if i >= WARMUP and keep(i)]
+    return statistics.median(vals) if vals else None
+
+
+def per_step(args: argparse.Namespace) -> int:
+    """The steady-state step cost of each mode, side by side (see the module's docstring)."""
+    script = str(Path(__file__).with_name("step_workload.py"))
+    command = [sys.executable, script, args.per_step, "--steps", str(args.steps)]
+    first = args.steps - args.window
+    window = f"{first}:{args.steps}"
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="tracer-bench-steps-") as tmp:
+        one("untraced", command, Path(tmp) / "warmup", args.timeout)
+        for rep in range(args.repeats):
+            for mode in PER_STEP_MODES:
+                info = one(mode, command, Path(tmp) / f"{mode}-{rep}", args.timeout, window=window)
+                info.pop("timing", None)
+                runs.append({"mode": mode, "repeat": rep, **info})
+                print(f"{mode:<14} repeat {rep}: {info['seconds']:6.2f} s exit {info['exit']} steps "
+                      f"{[round(t, 3) for t in (info.get('steps') or {}).get('steps_s', [])]}", flush=True)
+    rows: dict[str, dict[str, float | None]] = {}
+    every: Callable[[int], bool] = lambda i: True  # three one-line predicates
+    for mode in PER_STEP_MODES:
+        rows[mode] = {f"{k}{suffix}": steady(runs, mode, key, keep) for k, key in (("wall", "steps_s"), ("cpu", "steps_cpu_s"))
+                      for suffix, keep in (("", every), (" in window", lambda i: i >= first), (" outside", lambda i: i < first))}
+    base, cupti = rows["untraced"], rows["cupti"]
+    print(f"per-step steady state, {args.per_step}, {args.steps} steps (median of steps {WARMUP}..{args.steps - 1}, "
+          f"{args.repeats} repeats; memory-window: --memory-steps {window}); wall and CPU seconds per step:")
+    shown = [("untraced", ""), ("cupti", ""), ("memory", ""), ("memory-window", " in window"), ("memory-window", " outside")]
+    for mode, part in shown:
+        w, c = rows[mode][f"wall{part}"], rows[mode][f"cpu{part}"]
+        if w is None or base["wall"] is None or cupti["wall"] is None:
+            print(f"  {mode + part:<26} no steps measured")
+            continue
+        print(f"  {mode + part:<26} wall {w:8.4f} s ({w / base['wall']:.2f}x untraced, {w / cupti['wall']:.2f}x cupti)   "
+              f"cpu {c or 0:8.4f} s ({(c or 0) / (base['cpu'] or 1):.2f}x untraced)")
+    mem = rows["memory"]["wall"]
+    if mem is not None and base["wall"]:
+        print(f"goal: --memory steps <= 1.5x untraced: {'met' if mem / base['wall'] <= 1.5 else 'NOT met'} ({mem / base['wall']:.2f}x)")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"command": command, "window": window, "runs": runs, "rows": rows}, indent=1))
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--timeout", type=float, default=300)
-    ap.add_argument("--modes", default=",".join(MODES), help=f"comma-separated, of: {', '.join(MODES)}")
+    ap.add_argument("--modes", default=",".join(m for m in MODES if m != "memory-window"), help=f"comma-separated, of: {', '.join(MODES)}")
     ap.add_argument("--json")
     ap.add_argument("--fake", action="store_true", help="the fake backend (checking this script without a GPU)")
+    ap.add_argument("--per-step", choices=("linear_backward", "gpt2"), help="the steady-state step cost of this model instead")
+    ap.add_argument("--steps", type=int, default=10, help="--per-step: steps per run")
+    ap.add_argument("--window", type=int, default=3, help="--per-step: the memory-window run records the last N steps")
     ap.add_argument("workload", nargs="*", help="after --: workload and its options (default: linear_backward --steps 3)")
     args = ap.parse_args()
+    if args.per_step:
+        return per_step(args)
     modes = [m for m in args.modes.split(",") if m in MODES]
     command = [sys.executable, "-m", "tracer", "run", *(args.workload or DEFAULT), "--no-fail-on-check", "--json"]
     runs: list[dict[str, Any]] = []

@@ -29,7 +29,7 @@ def analysed(program: str, **kw: object) -> Analysis:
 
 
 def test_the_family_is_all_there() -> None:
-    assert OPS == ["ops_d2d_no_wait", "ops_d2h_pinned_waw", "ops_driver_copies", "ops_graph_branches", "ops_graph_edge",
+    assert OPS == ["ops_copy3d", "ops_d2d_no_wait", "ops_d2h_pinned_waw", "ops_driver_copies", "ops_graph_branches", "ops_graph_edge",
                    "ops_graph_written_stream", "ops_h2d_no_wait", "ops_h2d_wait_stream", "ops_prefetch", "ops_zero_war"]
 
 
@@ -82,6 +82,19 @@ def test_driver_copies_get_their_bytes_from_the_api_arguments() -> None:
     got = sorted((z.kind.value, z.may, z.consumer.op or "", z.bytes) for z in h.listed)
     assert got == [("RAW", False, "cuMemcpyDtoDAsync", 4 << 20), ("RAW", False, "cuMemcpyPeerAsync", 4 << 20),
                    ("RAW", True, "cudaMemcpy2DAsync", 4096 * 255 + 1024), ("WAR", False, "cuMemsetD32Async", 4 << 20)]
+
+
+def test_3d_copies_get_their_bytes_from_the_api_parameters() -> None:
+    """cudaMemcpy3DAsync and cuMemcpy3DAsync each read a box of 8 slices of 32 rows of 512 bytes out of
+    a 1 KiB-pitched, 64-row volume the side stream writes: one byte range holding the box (its gaps
+    counted in, so a `may`), from the copy's own position (x 16, y 2, z 3; then z 1)."""
+    h = analysed("ops_copy3d").hazards
+    assert h is not None
+    span = 1024 * 64 * 7 + 1024 * 31 + 512
+    got = sorted((z.kind.value, z.may, z.consumer.op or "", z.bytes) for z in h.listed)
+    assert got == [("RAW", True, "cuMemcpy3DAsync", span), ("RAW", True, "cudaMemcpy3DAsync", span)]
+    starts = {z.consumer.op: z.address for z in h.listed}
+    assert starts["cudaMemcpy3DAsync"] - starts["cuMemcpy3DAsync"] == (3 - 1) * 1024 * 64 + 2 * 1024 + 16
 
 
 def test_graph_branch_race_is_found_in_each_replay_and_never_between_replays() -> None:

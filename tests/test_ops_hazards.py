@@ -74,7 +74,7 @@ class TestCopies:
         h = a.hazards
         assert h is not None and h.found == 0 and coverage(h)["memcpy"] == (1, 0, 1)
         line = ("not judged: 1 of 1 memcpy operation(s): no memory access set (no torch op issued them and no copy API "
-                "arguments were recorded); hazards unknown for them")
+                "arguments were recorded, or a side is a CUDA array: opaque layout, not linear memory); hazards unknown for them")
         assert a.failures(False, True) == [line]
         assert f"warning: {line}" in h.text_lines()
         assert h.text_lines()[0].startswith("hazards: 0 (") and "memcpy 0/1" in h.text_lines()[0]
@@ -256,9 +256,43 @@ class TestCopyApiArguments:
         assert pitched(0x10, 64, 64, 4, WRITE, "dst") == (0x10, 256, WRITE, 1, "dst")
         del keep, keep2, keep3
 
+    def test_pitched_3d_copies_runtime_and_driver(self) -> None:
+        # cudaMemcpy3DParms: srcArray, srcPos (x, y, z), srcPtr (ptr, pitch, xsize, ysize), dstArray, dstPos,
+        # dstPtr, extent (width bytes, height, depth), kind: 4 slices of 8 rows of 100 bytes, from position
+        # (4, 1, 2) of a 256-byte pitched, 16-row volume into a contiguous one
+        parms, keep = self.at([0, 4, 1, 2, 0x100000, 256, 256, 16, 0, 0, 0, 0, 0xA00000, 100, 100, 8, 100, 8, 4, 3])
+        p, keep2 = self.at([parms, 0])
+        src = 0x100000 + (2 * 16 + 1) * 256 + 4
+        assert copy_accesses("cudaMemcpy3DAsync", p) == [(src, 256 * 16 * 3 + 256 * 7 + 100, READ, 0, "src"),
+                                                         (0xA00000, 100 * 8 * 4, WRITE, 1, "dst")]
+        # CUDA_MEMCPY3D: per side x, y, z, lod, type (2 device, 1 host), host, device, array, reserved,
+        # pitch, height; then WidthInBytes, Height, Depth: device -> host, 2 slices of 3 rows of 64 bytes
+        side = lambda x, y, z, kind, host, dev, pitch, rows: [x, y, z, 0, kind, host, dev, 0, 0, pitch, rows]
+        c, keep3 = self.at(side(0, 0, 1, 2, 0, 0x5000, 128, 4) + side(0, 0, 0, 1, 0xB000, 0, 64, 3) + [64, 3, 2])
+        p, keep4 = self.at([c, 0])
+        assert copy_accesses("cuMemcpy3DAsync", p) == [(0x5000 + 4 * 128, 128 * 4 + 128 * 2 + 64, READ, 0, "src"),
+                                                       (0xB000, 64 * 3 * 2, WRITE, 1, "dst")]
+        assert copy_accesses("cuMemcpy3DPeerAsync", p) == copy_accesses("cuMemcpy3DAsync", p)  # same offsets
+        del keep, keep2, keep3, keep4
+
+    def test_cuda_array_copies_are_not_judged(self) -> None:
+        """An array side has no linear byte range: the copy is reported as undecoded, never half-judged."""
+        side = lambda kind, dev, array: [0, 0, 0, 0, kind, 0, dev, array, 0, 64, 4]
+        c, keep = self.at(side(3, 0, 0xAA) + side(2, 0x5000, 0) + [64, 4, 2])
+        p, keep2 = self.at([c, 0])
+        assert copy_accesses("cuMemcpy3DAsync", p) is None
+        parms, keep3 = self.at([0xAA] + [0] * 19)  # cudaMemcpy3DParms with a srcArray
+        p3, keep4 = self.at([parms, 0])
+        assert copy_accesses("cudaMemcpy3D", p3) is None
+        assert copy_accesses("cudaMemcpy2DToArrayAsync", p3) is None
+        c2d, keep5 = self.at([0, 0, 3, 0, 0, 0xAA, 0, 0, 0, 2, 0, 0x5000, 0, 256, 64, 3])  # CUDA_MEMCPY2D from an array
+        p2, keep6 = self.at([c2d, 0])
+        assert copy_accesses("cuMemcpy2DAsync", p2) is None
+        del keep, keep2, keep3, keep4, keep5, keep6
+
 
 def test_covered_kinds_are_the_issue_list() -> None:
-    assert [c.value for c in Covered] == ["kernel", "memcpy", "memset", "collective", "graph-internal", "undecoded-launch"]
+    assert [c.value for c in Covered] == ["kernel", "memcpy", "memset", "collective", "graph-internal", "undecoded-launch", "outside-window"]
 
 
 def test_a_copy_across_two_allocations_races_with_writers_of_both(tmp_path: Path) -> None:

@@ -105,6 +105,11 @@ def add_capture_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--memory", action=argparse.BooleanOptionalAction, default=None,
                    help=f"record the memory each kernel reads and writes, for the hazard check (cupti, which auto "
                         f"then picks; default: {'on' if MEMORY_DEFAULT else 'off'})")
+    p.add_argument("--memory-steps", metavar="A:B", default="",
+                   help="record memory sets only inside the NVTX step ranges A to B-1 (step3, iteration 3, iter_3: "
+                        "slice notation; implies --memory); the rest is traced as plain CUPTI and counted as not judged")
+    p.add_argument("--memory-range", metavar="GLOB", default="",
+                   help="record memory sets only while an NVTX range matching GLOB is open (implies --memory)")
 
 
 def add_analysis_options(p: argparse.ArgumentParser) -> None:

@@ -26,8 +26,9 @@ OPS_EXPECTED: dict[str, dict[str, int]] = {
     "ops_h2d_no_wait": {"RAW": 2}, "ops_h2d_wait_stream": {}, "ops_prefetch": {}, "ops_d2d_no_wait": {"RAW": 2},
     "ops_zero_war": {"WAR": 2}, "ops_d2h_pinned_waw": {"WAW": 1}, "ops_driver_copies": {"RAW": 3, "WAR": 1},
     "ops_graph_branches": {"RAW": 3}, "ops_graph_edge": {}, "ops_graph_written_stream": {"RAW": 2},
+    "ops_copy3d": {"RAW": 2}, "collective_no_wait": {"RAW": 3}, "collective_ddp": {},
 }
-OPS_MAY = {"ops_driver_copies": 1}  # the pitched 2D copy: its rows' gaps are counted in
+OPS_MAY = {"ops_driver_copies": 1, "ops_copy3d": 2}  # the pitched 2D and 3D copies: their rows' gaps are counted in
 
 
 class Access(NamedTuple):

@@ -50,13 +50,31 @@ class CaptureRequest:
     capture_range: str | None = None
     memory: bool = False  # cupti: record memory access sets (the TRACER_* tables)
     stop_after: float | None = None  # cupti: finish the traces after this many seconds, leave the command running
+    memory_steps: str = ""  # the memory capture window (tracer/capture/window.py): NVTX steps A:B
+    memory_range: str = ""  # ... or NVTX ranges matching this glob
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "timeout", check_timeout(self.timeout))
         if self.memory and self.backend != "cupti":
             raise UsageError(f"--memory needs the cupti backend, not {self.backend!r}")
+        check_window(self.memory_steps, self.memory_range, self.memory)
         if self.stop_after is not None:
             object.__setattr__(self, "stop_after", check_stop_after(self.stop_after, self.timeout, self.backend))
+
+
+def check_window(steps: str, glob: str, memory: bool) -> None:
+    """--memory-steps A:B or --memory-range GLOB (one of them), with memory sets recorded."""
+    from tracer.capture.window import parse_steps
+
+    if steps and glob:
+        raise UsageError(f"--memory-steps {steps!r} and --memory-range {glob!r}: give one capture window, not both")
+    if (steps or glob) and not memory:
+        raise UsageError(f"{'--memory-steps' if steps else '--memory-range'} needs --memory (it was turned off)")
+    if steps:
+        try:
+            parse_steps(steps)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
 
 
 def check_stop_after(value: object, timeout: float, backend: str) -> float:
@@ -165,10 +183,14 @@ def choose_backend(name: str) -> str:
     return "nsys" if importer_status()[0] else "cupti"
 
 
-def capture_mode(backend: str, memory: bool | None, stop_after: float | None = None) -> tuple[str, bool]:
+def capture_mode(backend: str, memory: bool | None, stop_after: float | None = None, window: str = "") -> tuple[str, bool]:
     """(backend, memory) of `trace run --backend B [--memory|--no-memory] [--stop-after N]`: memory
     access sets and detaching after N seconds need CUPTI, so `auto` picks it for them; --memory with
-    nsys is a usage error (CaptureRequest)."""
+    nsys is a usage error (CaptureRequest). `window`: the text of --memory-steps and --memory-range
+    ("" for neither); a capture window implies --memory unless --no-memory was given (then
+    CaptureRequest refuses it)."""
+    if memory is None and window:
+        memory = True
     wanted = MEMORY_DEFAULT if memory is None else memory
     if backend == "auto" and (wanted or stop_after is not None):
         return "cupti", wanted
@@ -187,7 +209,7 @@ def _capture(req: CaptureRequest, run_dir: Path, logs: Path) -> tuple[ProcResult
     from tracer.capture.launcher import capture_run
 
     captured = capture_run(list(req.command), run_dir, logs, req.timeout, memory=req.memory, describe=True,
-                           stop_after=req.stop_after)
+                           stop_after=req.stop_after, window=(req.memory_steps, req.memory_range))
     return captured.proc, captured
 
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from tracer.capture.fastrecords import FastRecords
 from tracer.capture.memory import MemoryRecorder
 from tracer.capture.records import HostQueryKind, HostQueryRec, Mode
 
@@ -55,7 +56,25 @@ MEMSET = {"cudaMemset": 1, "cudaMemsetAsync": 1, "cudaMemset_ptds": 1, "cudaMems
           "cuMemsetD8Async": 1, "cuMemsetD16": 2, "cuMemsetD16Async": 2, "cuMemsetD32": 4, "cuMemsetD32Async": 4,
           "cuMemsetD8_v2_ptds": 1, "cuMemsetD8Async_ptsz": 1, "cuMemsetD16_v2_ptds": 2, "cuMemsetD16Async_ptsz": 2,
           "cuMemsetD32_v2_ptds": 4, "cuMemsetD32Async_ptsz": 4}
-COPY_APIS = COPY_1D + COPY_PEER + COPY_2D_RUNTIME + COPY_2D_DRIVER + tuple(MEMSET)
+# 3D copies: a pointer to the copy's parameters at +0. Runtime cudaMemcpy3DParms: srcArray +0, srcPos
+# (x, y, z) +8, srcPtr (ptr, pitch, xsize, ysize) +32, dstArray +64, dstPos +72, dstPtr +96, extent
+# (width, height, depth) +128; cudaMemcpy3DPeerParms: srcArray +0, srcPos +8, srcPtr +32, srcDevice +64,
+# dstArray +72, dstPos +80, dstPtr +104, dstDevice +136, extent +144. Driver CUDA_MEMCPY3D (and
+# CUDA_MEMCPY3D_PEER, the same offsets): per side at +0 (src) and +88 (dst): xInBytes +0, y +8, z +16,
+# memoryType +32, host +40, device +48, array +56, pitch +72, height +80; WidthInBytes +176, Height +184,
+# Depth +192.
+COPY_3D_RUNTIME = {"cudaMemcpy3D": 0, "cudaMemcpy3DAsync": 0, "cudaMemcpy3D_ptds": 0, "cudaMemcpy3DAsync_ptsz": 0,
+                   "cudaMemcpy3DPeer": 1, "cudaMemcpy3DPeerAsync": 1}
+COPY_3D_DRIVER = ("cuMemcpy3D", "cuMemcpy3DAsync", "cuMemcpy3D_v2_ptds", "cuMemcpy3DAsync_v2_ptsz", "cuMemcpy3DPeer",
+                  "cuMemcpy3DPeerAsync", "cuMemcpy3DPeer_ptds", "cuMemcpy3DPeerAsync_ptsz")
+# Copies to or from CUDA arrays (opaque layouts, not linear memory): recorded as not judged, with the reason
+COPY_ARRAY = ("cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpyArrayToArray", "cudaMemcpy2DToArray",
+              "cudaMemcpy2DFromArray", "cudaMemcpy2DArrayToArray", "cudaMemcpyToArrayAsync", "cudaMemcpyFromArrayAsync",
+              "cudaMemcpy2DToArrayAsync", "cudaMemcpy2DFromArrayAsync", "cuMemcpyHtoA", "cuMemcpyAtoH", "cuMemcpyDtoA",
+              "cuMemcpyAtoD", "cuMemcpyAtoA", "cuMemcpyHtoAAsync", "cuMemcpyAtoHAsync")
+ARRAY_REASON = "a side is a CUDA array (opaque layout, not linear memory): not judged"
+COPY_APIS = (COPY_1D + COPY_PEER + COPY_2D_RUNTIME + COPY_2D_DRIVER + tuple(COPY_3D_RUNTIME) + COPY_3D_DRIVER + COPY_ARRAY
+             + tuple(MEMSET))
 MAX_PARAMS = 1024
 MAX_PARAM_BYTES = 32768  # CUDA's kernel parameter limit (32764 bytes)
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -174,6 +193,14 @@ def walk_layouts(attempts: list[tuple[str, Callable[[int], tuple]]], ok: int, pa
     return None, "; ".join(reasons) or "no parameter info"
 
 
+SITE_FIELDS = ("callback_site", "correlation_id")  # read from the CUpti_CallbackData struct (fastrecords.py)
+
+
+def _site_slow(cbdata: Any) -> tuple[int, int]:
+    return int(cbdata.callback_site), cbdata.correlation_id
+
+
+WINDOWED = ("launch", "launch_ex", "copy")  # roles switched off outside the memory capture window
 ROLE_APIS = {"launch": tuple(LAUNCH) + COPY_APIS + GRAPH_LAUNCH, "record": EVENT_RECORD, "query": EVENT_QUERY + STREAM_QUERY}
 Access = tuple[int, int, int, int, str]  # (address, bytes, mode, exact, label)
 
@@ -186,8 +213,56 @@ def pitched(address: int, pitch: int, width: int, height: int, mode: int, label:
     return address, pitch * (height - 1) + width, mode, 0, label
 
 
-def copy_accesses(name: str, params: int) -> list[Access]:
-    """What a copy or memset API call reads and writes, from its params struct."""
+def pitched3d(address: int, pitch: int, rows: int, width: int, height: int, depth: int, mode: int, label: str) -> Access:
+    """A 3D region (depth slices of `rows` rows of `pitch` bytes, `height` rows of `width` bytes
+    copied in each) as the one byte range that holds it: exact when it is contiguous."""
+    if depth <= 1:
+        return pitched(address, pitch, width, height, mode, label)
+    slice_ = pitch * rows
+    if pitch == width and rows == height:
+        return address, width * height * depth, mode, 1, label
+    return address, slice_ * (depth - 1) + pitch * (max(height, 1) - 1) + width, mode, 0, label
+
+
+def copy3d_runtime(params: int, peer: bool) -> list[Access] | None:
+    """cudaMemcpy3D*(const cudaMemcpy3DParms *p) and the peer form; None: a side is a CUDA array."""
+    p = u64(params)
+    dst_at, extent_at = (72, 144) if peer else (64, 128)
+    width, height, depth = u64(p + extent_at), u64(p + extent_at + 8), u64(p + extent_at + 16)
+    out = []
+    for at, mode, label in ((0, READ, "src"), (dst_at, WRITE, "dst")):
+        if u64(p + at):  # srcArray / dstArray
+            return None
+        x, y, z = u64(p + at + 8), u64(p + at + 16), u64(p + at + 24)
+        ptr, pitch, rows = u64(p + at + 32), u64(p + at + 40), u64(p + at + 56)
+        out.append(pitched3d(ptr + (z * rows + y) * pitch + x, pitch, rows, width, height, depth, mode, label))
+    return out
+
+
+def copy3d_driver(params: int) -> list[Access] | None:
+    """cuMemcpy3D*(const CUDA_MEMCPY3D *) and the peer form; None: a side is a CUDA array."""
+    c = u64(params)
+    width, height, depth = u64(c + 176), u64(c + 184), u64(c + 192)
+    out = []
+    for base, mode, label in ((c, READ, "src"), (c + 88, WRITE, "dst")):
+        x, y, z, kind = u64(base), u64(base + 8), u64(base + 16), i32(base + 32)
+        if kind == 3:  # CU_MEMORYTYPE_ARRAY
+            return None
+        ptr = u64(base + 40) if kind == 1 else u64(base + 48)  # host, else the device pointer
+        pitch, rows = u64(base + 72), u64(base + 80)
+        out.append(pitched3d(ptr + (z * rows + y) * pitch + x, pitch, rows, width, height, depth, mode, label))
+    return out
+
+
+def copy_accesses(name: str, params: int) -> list[Access] | None:
+    """What a copy or memset API call reads and writes, from its params struct; None: it copies to
+    or from a CUDA array (not judged)."""
+    if name in COPY_ARRAY:
+        return None
+    if name in COPY_3D_RUNTIME:
+        return copy3d_runtime(params, bool(COPY_3D_RUNTIME[name]))
+    if name in COPY_3D_DRIVER:
+        return copy3d_driver(params)
     if name in MEMSET:
         return [(u64(params), u64(params + 16) * MEMSET[name], WRITE, 1, "dst")]
     if name in COPY_2D_RUNTIME:
@@ -199,7 +274,7 @@ def copy_accesses(name: str, params: int) -> list[Access]:
         for base, mode, label in ((c, READ, "src"), (c + 56, WRITE, "dst")):
             x, y, kind, host, dev, pitch = u64(base), u64(base + 8), i32(base + 16), u64(base + 24), u64(base + 32), u64(base + 48)
             if kind == 3:  # CU_MEMORYTYPE_ARRAY: not a linear range
-                continue
+                return None
             ptr = host if kind == 1 else dev  # CU_MEMORYTYPE_HOST; DEVICE and UNIFIED use the device pointer
             out.append(pitched(ptr + y * pitch + x, pitch, u64(c + 112), u64(c + 120), mode, label))
         return out
@@ -221,6 +296,7 @@ class ApiCallbacks:
         self.roles: dict[tuple[int, int], tuple[str, str]] = {}
         self.enter_ts: dict[int, int] = {}
         self.subscriber: Any = None
+        self.fast = FastRecords(cupti, lambda where, exc: self.rec.counters.update({f"slow_reads_{where}": 1}))
 
     def subscribe(self) -> None:
         c = self.cupti
@@ -237,6 +313,21 @@ class ApiCallbacks:
                 c.enable_callback(1, self.subscriber, domain, cbid)
             except Exception as exc:
                 self.rec.count_error(f"enable_callback_{domain}_{cbid}", exc)
+        window = self.rec.window
+        if not window.spec.whole_run:
+            window.listeners.append(self.window_changed)
+            if not window.open:
+                self.window_changed(False)
+
+    def window_changed(self, is_open: bool) -> None:
+        """Outside the memory capture window CUPTI calls no Python on launches and copies (the
+        callbacks check the window too, should switching fail)."""
+        for (domain, cbid), (role, _) in self.roles.items():
+            if role in WINDOWED:
+                try:
+                    self.cupti.enable_callback(int(is_open), self.subscriber, domain, cbid)
+                except Exception as exc:
+                    self.rec.count_error("window_callbacks", exc)
 
     def _graph_roles(self) -> None:
         try:
@@ -261,6 +352,8 @@ class ApiCallbacks:
         return "event_query" if name in EVENT_QUERY else "stream_query"
 
     def unsubscribe(self) -> None:
+        if self.window_changed in self.rec.window.listeners:
+            self.rec.window.listeners.remove(self.window_changed)
         if self.subscriber is not None:
             self.cupti.unsubscribe(self.subscriber)
             self.subscriber = None
@@ -270,12 +363,13 @@ class ApiCallbacks:
         try:
             role, name = self.roles[(int(domain), int(cbid))]
             if role[0] == "l":  # launch, launch_ex: the hot path
+                site, corr = self.fast.read(cbdata, SITE_FIELDS, _site_slow)
                 tls = self.rec.tls
-                if cbdata.callback_site != ENTER:
+                if site != ENTER:
                     tls.launch = 0
                     return
-                tls.launch = cbdata.correlation_id
-                if not tls.depth:
+                tls.launch = corr
+                if not tls.depth and self.rec.window.open:
                     self.on_launch(role == "launch_ex", cbdata)
             elif role == "record":
                 self.on_record(cbdata)
@@ -315,10 +409,14 @@ class ApiCallbacks:
             return
         corr = cbdata.correlation_id
         tls.launch = corr
-        if tls.depth or corr == self.last_copy:
+        if tls.depth or corr == self.last_copy or not self.rec.window.open:
             return
         self.last_copy = corr
-        self.rec.copy_args(corr, name, copy_accesses(name, u64(int(cbdata.ptr) + 16)))
+        found = copy_accesses(name, u64(int(cbdata.ptr) + 16))
+        if found is None:
+            self.rec.unknown_launch(corr, name, ARRAY_REASON)
+        else:
+            self.rec.copy_args(corr, name, found)
 
     def on_graph_launch(self, name: str, cbdata: Any) -> None:
         if cbdata.callback_site == ENTER:

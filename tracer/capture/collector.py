@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+from tracer.capture.fastrecords import FastRecords
 from tracer.capture.records import (ApiRec, EventRec, ExtCorrRec, KernelRec, MarkerRec, Memory2Rec, MemcpyRec, MemsetRec,
                                     StreamRec, SyncRec, TraceRecords, count_error)
 
@@ -48,6 +49,11 @@ class Collector:
             self.handlers[int(K.MEMORY2)] = self._memory2
             self.external_kind = int(getattr(cupti.ExternalCorrelationKind, EXTERNAL_KIND))
         self.driver_kind = int(K.DRIVER)
+        self.fast = FastRecords(cupti, self._slow_reads)
+
+    def _slow_reads(self, where: str, exc: BaseException) -> None:
+        """A record type read through cupti-python's attributes (slower, the same values): said in the metadata."""
+        self.rec.meta[f"TRACER_{where.upper()}"] = f"attribute reads: {type(exc).__name__}: {exc}"[:300]
 
     def kinds(self) -> list[int]:
         return list(self.handlers)
@@ -83,13 +89,9 @@ class Collector:
         self.hook[1] += time.perf_counter() - t0
 
     def _kernel(self, a: Any) -> None:
-        if a.start < self.min_ts:
-            return
-        self.rec.kernels.append(KernelRec(
-            a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id, a.name,
-            a.grid_x, a.grid_y, a.grid_z, a.block_x, a.block_y, a.block_z, a.registers_per_thread,
-            a.static_shared_memory, a.dynamic_shared_memory, getattr(a, "graph_id", 0), getattr(a, "graph_node_id", 0),
-        ))
+        v = self.fast.read(a, KERNEL_FIELDS, _kernel_slow)
+        if v[0] >= self.min_ts:
+            self.rec.kernels.append(KernelRec(*v))
 
     def _api_name(self, driver: bool, cbid: int) -> str:
         key = (int(driver), cbid)
@@ -104,17 +106,16 @@ class Collector:
         return name
 
     def _api(self, a: Any) -> None:
-        if a.start < self.min_ts:
+        start, end, tid, corr, cbid, rv, kind = self.fast.read(a, API_FIELDS, _api_slow)
+        if start < self.min_ts:
             return
-        driver = int(a.kind) == self.driver_kind
-        self.rec.apis.append(ApiRec(a.start, a.end, int(driver), a.thread_id, a.correlation_id,
-                                    self._api_name(driver, a.cbid), getattr(a, "return_value", 0)))
+        driver = kind == self.driver_kind
+        self.rec.apis.append(ApiRec(start, end, int(driver), tid, corr, self._api_name(driver, cbid), rv))
 
     def _sync(self, a: Any) -> None:
-        if a.start < self.min_ts:
-            return
-        self.rec.syncs.append(SyncRec(a.start, a.end, a.context_id, a.stream_id, a.correlation_id, int(a.type),
-                                      a.cuda_event_id, getattr(a, "cuda_event_sync_id", 0)))
+        v = self.fast.read(a, SYNC_FIELDS, _sync_slow)
+        if v[0] >= self.min_ts:
+            self.rec.syncs.append(SyncRec(*v))
 
     def _event(self, a: Any) -> None:
         self.rec.events.append(EventRec(getattr(a, "device_timestamp", 0) or 0, getattr(a, "device_id", 0), a.context_id,
@@ -124,17 +125,14 @@ class Collector:
         self.rec.streams.append(StreamRec(a.context_id, a.stream_id, a.priority, int(a.flag), a.correlation_id))
 
     def _memcpy(self, a: Any) -> None:
-        if a.start < self.min_ts:
-            return
-        self.rec.memcpys.append(MemcpyRec(a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                          a.bytes, int(a.copy_kind), int(a.src_kind), int(a.dst_kind),
-                                          int(getattr(a, "graph_node_id", 0) or 0)))
+        v = self.fast.read(a, MEMCPY_FIELDS, _memcpy_slow)
+        if v[0] >= self.min_ts:
+            self.rec.memcpys.append(MemcpyRec(*v))
 
     def _memset(self, a: Any) -> None:
-        if a.start < self.min_ts:
-            return
-        self.rec.memsets.append(MemsetRec(a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id,
-                                          a.value, a.bytes, int(getattr(a, "graph_node_id", 0) or 0)))
+        v = self.fast.read(a, MEMSET_FIELDS, _memset_slow)
+        if v[0] >= self.min_ts:
+            self.rec.memsets.append(MemsetRec(*v))
 
     def _marker(self, a: Any) -> None:
         if a.timestamp < self.min_ts:
@@ -144,14 +142,66 @@ class Collector:
         self.rec.markers.append(MarkerRec(int(a.flags_), a.timestamp, a.id, tid, a.name or "", a.domain or ""))
 
     def _external(self, a: Any) -> None:
-        if int(a.external_kind) == self.external_kind:
-            self.rec.ext_correlations.append(ExtCorrRec(a.correlation_id, a.external_id))
+        kind, corr, external = self.fast.read(a, EXTERNAL_FIELDS, _external_slow)
+        if kind == self.external_kind:
+            self.rec.ext_correlations.append(ExtCorrRec(corr, external))
 
     def _memory2(self, a: Any) -> None:
-        if a.timestamp < self.min_ts:
-            return
-        self.memory2.append(Memory2Rec(int(a.memory_operation_type), a.address, a.bytes, a.device_id, a.stream_id,
-                                       int(a.memory_kind), a.timestamp, a.correlation_id, a.name or ""))
+        v = self.fast.read(a, MEMORY2_FIELDS, _memory2_slow)
+        if v[6] >= self.min_ts:
+            self.memory2.append(Memory2Rec(*v))
+
+
+# The fields each record type is read with (fastrecords.py), in the order of its tuple; the slow
+# readers (cupti-python's attributes) give the same values, and check the fast ones once per type.
+KERNEL_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "name", "grid_x", "grid_y",
+                 "grid_z", "block_x", "block_y", "block_z", "registers_per_thread", "static_shared_memory",
+                 "dynamic_shared_memory", "graph_id", "graph_node_id")
+API_FIELDS = ("start", "end", "thread_id", "correlation_id", "cbid", "return_value", "kind")
+SYNC_FIELDS = ("start", "end", "context_id", "stream_id", "correlation_id", "type", "cuda_event_id", "cuda_event_sync_id")
+MEMCPY_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "bytes", "copy_kind", "src_kind",
+                 "dst_kind", "graph_node_id")
+MEMSET_FIELDS = ("start", "end", "device_id", "context_id", "stream_id", "correlation_id", "value", "bytes", "graph_node_id")
+EXTERNAL_FIELDS = ("external_kind", "correlation_id", "external_id")
+MEMORY2_FIELDS = ("memory_operation_type", "address", "bytes", "device_id", "stream_id", "memory_kind", "timestamp",
+                  "correlation_id", "name")
+
+
+def _node(a: Any) -> int:
+    return int(getattr(a, "graph_node_id", 0) or 0)
+
+
+def _kernel_slow(a: Any) -> tuple:
+    return (a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id, a.name, a.grid_x, a.grid_y, a.grid_z,
+            a.block_x, a.block_y, a.block_z, a.registers_per_thread, a.static_shared_memory, a.dynamic_shared_memory,
+            getattr(a, "graph_id", 0), getattr(a, "graph_node_id", 0))
+
+
+def _api_slow(a: Any) -> tuple:
+    return a.start, a.end, a.thread_id, a.correlation_id, a.cbid, getattr(a, "return_value", 0), int(a.kind)
+
+
+def _sync_slow(a: Any) -> tuple:
+    return (a.start, a.end, a.context_id, a.stream_id, a.correlation_id, int(a.type), a.cuda_event_id,
+            getattr(a, "cuda_event_sync_id", 0))
+
+
+def _memcpy_slow(a: Any) -> tuple:
+    return (a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id, a.bytes, int(a.copy_kind),
+            int(a.src_kind), int(a.dst_kind), _node(a))
+
+
+def _memset_slow(a: Any) -> tuple:
+    return a.start, a.end, a.device_id, a.context_id, a.stream_id, a.correlation_id, a.value, a.bytes, _node(a)
+
+
+def _external_slow(a: Any) -> tuple:
+    return int(a.external_kind), a.correlation_id, a.external_id
+
+
+def _memory2_slow(a: Any) -> tuple:
+    return (int(a.memory_operation_type), a.address, a.bytes, a.device_id, a.stream_id, int(a.memory_kind), a.timestamp,
+            a.correlation_id, a.name or "")
 
 
 def start(collector: Collector) -> None:

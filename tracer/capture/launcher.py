@@ -435,14 +435,16 @@ def with_gpu(env: dict[str, Any], markers: list[dict[str, Any]]) -> dict[str, An
 def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *, memory: bool = MEMORY_DEFAULT,
                 backend: str = "cupti", devices: tuple[str, ...] = ("cuda",),
                 options: CaptureOptions | None = None, describe: bool = False,
-                stop_after: float | None = None) -> CaptureResult:
+                stop_after: float | None = None, window: tuple[str, str] = ("", "")) -> CaptureResult:
     """Run `command` traced into run_dir (procs/, and trace.sqlite + process.json when one
     process's trace stands for the run); stdout/stderr go to logs/. `options` (all of them, for
     benchmarks and tests) wins over memory/backend/devices. `describe`: also what environment.json
     holds (versions read while the command runs; the GPU from the markers). `stop_after`: the
-    traced processes finish their traces then and the command is left running (stop_tracing)."""
+    traced processes finish their traces then and the command is left running (stop_tracing). `window`:
+    (memory_steps, memory_range) of CaptureOptions, the memory capture window."""
     entered = time.monotonic()
-    options = options or CaptureOptions(backend=backend, memory=memory, devices=devices)
+    options = options or CaptureOptions(backend=backend, memory=memory, devices=devices, memory_steps=window[0],
+                                        memory_range=window[1])
     if options.backend == "cupti":
         from tracer.capture.cupti import require_cupti_python
 

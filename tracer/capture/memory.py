@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 from tracer.capture.records import (AccessRec, AllocationRec, AllocSource, GraphNodeRec, HostQueryRec, LaunchUnknownRec,
                                     Memory2Rec, Mode, OpKind, OpRec, TraceRecords, count_error)
+from tracer.capture.window import MemoryWindow, WindowSpec
 
 NO_STREAM = 4294967295  # MEMORY2's stream id for synchronous cudaMalloc
 DEVICE_MEMORY_KINDS = frozenset({2, 3, 5})  # pinned host, device, managed (module statics are left out)
@@ -75,9 +76,10 @@ def format_label(parts: tuple) -> str:
 
 class MemoryRecorder:
     def __init__(self, clock: Callable[[], int], push: Callable[[int], object], pop: Callable[[], object],
-                 *, devices: Iterable[str] = ("cuda",)) -> None:
+                 *, devices: Iterable[str] = ("cuda",), window: WindowSpec | None = None) -> None:
         self.clock, self.push, self.pop = clock, push, pop
         self.devices = frozenset(devices)
+        self.window = MemoryWindow(window or WindowSpec(), lambda: self.clock())  # open: memory sets are recorded
         self.tls = _Tls()
         self.ids = itertools.count(1)  # external correlation ids = TRACER_OPS.id
         self.alloc_ids = itertools.count(1)
@@ -115,9 +117,9 @@ class MemoryRecorder:
 
     def reset_after_fork(self) -> None:
         """The child keeps nothing of its parent's (ids restart too: they are per process)."""
-        keep = (self.tls, self.mode, self.frees_seen)
+        keep = (self.tls, self.mode, self.frees_seen, self.window)
         self.__init__(self.clock, self.push, self.pop, devices=self.devices)  # type: ignore[misc]  # re-running __init__ resets every field in one place after fork
-        self.tls, self.mode, self.frees_seen = keep  # the entered mode holds this thread-local
+        self.tls, self.mode, self.frees_seen, self.window = keep  # the entered mode holds this thread-local, the NVTX hooks the window
 
     # --- ops --------------------------------------------------------------------------------
     def begin(self) -> tuple[int, int]:
@@ -136,6 +138,9 @@ class MemoryRecorder:
     @contextmanager
     def tracer_launch(self, name: str, accesses: Iterable[tuple[int, int, int, str]]) -> Iterator[int]:
         """tracer's own launch (kind 2): accesses (address, bytes, mode, label) are exact."""
+        if not self.window.open:
+            yield 0
+            return
         oid, t0 = self.begin()
         try:
             yield oid
@@ -235,6 +240,9 @@ class MemoryRecorder:
         rec.graph_nodes = list(self.graph_nodes)
         rec.graph_launches = [(c, s) for c, s in self.graph_launches if s >= 0]
         rec.graph_edges = list(self.edges)
+        if not self.window.spec.whole_run:
+            rec.memory_windows = self.window.finish()
+            rec.meta["TRACER_MEMORY_WINDOW"] = self.window.spec.describe()
         for where, (n, first) in self.errors.items():
             rec.errors[f"memory_{where}"] = (n, first)
         rec.meta.update({f"TRACER_MEMORY_{k.upper()}": str(v) for k, v in sorted(self.counters.items())})

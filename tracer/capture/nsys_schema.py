@@ -338,6 +338,7 @@ def memory_rows(rec: TraceRecords, s: Interner) -> dict[str, list[tuple]]:
                                for g in (GraphNodeRec(*x) for x in rec.graph_nodes)],
         "TRACER_GRAPH_LAUNCHES": sorted(set(rec.graph_launches)),
         "TRACER_GRAPH_EDGES": sorted(set(rec.graph_edges)),
+        "TRACER_MEMORY_WINDOWS": sorted(set(rec.memory_windows)),
     }
 
 

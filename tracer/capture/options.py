@@ -33,6 +33,10 @@ class CaptureOptions:
     memory: bool = False
     devices: tuple[str, ...] = ("cuda",)  # tensor device types the memory recorder records (tests use "cpu")
     parts: tuple[str, ...] = MEMORY_PARTS  # which parts of --memory run (see MEMORY_PARTS)
+    # The memory capture window (tracer/capture/window.py): "A:B" records memory sets only inside
+    # NVTX step ranges A to B-1, a glob only inside NVTX ranges matching it; both empty: the whole run.
+    memory_steps: str = ""
+    memory_range: str = ""
     apis: str = "filtered"
     # Records written to the process's trace file at least this often (0: only at exit): what a
     # SIGKILL or the OOM killer can cost. 0.5 s measured (scripts/bench_flush.py, docs/benchmarks.md).
@@ -62,6 +66,7 @@ class CaptureOptions:
         d = cls()
         return cls(backend=_choice(data.get("backend"), BACKENDS, d.backend), memory=bool(data.get("memory", d.memory)),
                    devices=_names(data.get("devices"), d.devices), parts=_names(data.get("parts"), d.parts),
+                   memory_steps=_text(data.get("memory_steps")), memory_range=_text(data.get("memory_range")),
                    apis=_choice(data.get("apis"), API_RECORDS, d.apis), flush_s=_seconds(data.get("flush_s"), d.flush_s),
                    sync_flush_s=_seconds(data.get("sync_flush_s"), d.sync_flush_s),
                    lazy=bool(data.get("lazy", d.lazy)), triggers=_names(data.get("triggers"), d.triggers))
@@ -69,6 +74,10 @@ class CaptureOptions:
 
 def _choice(value: object, allowed: tuple[str, ...], default: str) -> str:
     return value if isinstance(value, str) and value in allowed else default
+
+
+def _text(value: object) -> str:
+    return value if isinstance(value, str) else ""
 
 
 def _names(value: object, default: tuple[str, ...]) -> tuple[str, ...]:

@@ -232,6 +232,7 @@ class TraceRecords:
     graph_nodes: list[GraphNodeRec] = field(default_factory=list)
     graph_launches: list[tuple[int, int]] = field(default_factory=list)  # (cuGraphLaunch correlation id, stream id)
     graph_edges: list[tuple[int, int]] = field(default_factory=list)  # (from node id, to node id); (n, n): n's graph was read
+    memory_windows: list[tuple[int, int]] = field(default_factory=list)  # (start, end) of each capture window (--memory-steps)
     meta: dict[str, str] = field(default_factory=dict)  # extra META_DATA_EXPORT rows (capture counters)
 
     def take(self) -> TraceRecords:

@@ -77,9 +77,11 @@ class Session:
         self.memory = None
         if options.memory:
             from tracer.capture.memory import MemoryRecorder
+            from tracer.capture.window import spec_of
 
             b = self.backend
-            self.memory = MemoryRecorder(b.clock, b.push, b.pop, devices=options.devices)
+            self.memory = MemoryRecorder(b.clock, b.push, b.pop, devices=options.devices,
+                                         window=spec_of(options.memory_steps, options.memory_range))
         self.writer: Any = None
         self.finished = False
         self.forked = False
@@ -117,13 +119,35 @@ class Session:
             self.activate()
         else:
             sys.meta_path.insert(0, ImportTrigger(self.options.triggers, lambda name: self.activate(f"import {name}")))
+        from tracer.capture.torch_mode import PostImport
+
+        if self.memory is not None and not self.memory.window.spec.whole_run:
+            self._when_imported("nvtx.nvtx", self.on_nvtx_package)
         torch = sys.modules.get("torch")
         if torch is not None and hasattr(torch, "_C"):
             self.on_torch(torch)
         else:
-            from tracer.capture.torch_mode import PostImport
-
             sys.meta_path.insert(0, PostImport("torch", self.on_torch))
+
+    @staticmethod
+    def _when_imported(name: str, then: Any) -> None:
+        from tracer.capture.torch_mode import PostImport
+
+        module = sys.modules.get(name)
+        if module is not None:
+            then(module)
+        else:
+            sys.meta_path.insert(0, PostImport(name, then))
+
+    def on_nvtx_package(self, module: ModuleType) -> None:
+        """The `nvtx` package's ranges open and close the memory capture window."""
+        from tracer.capture.window import hook_nvtx_package
+
+        try:
+            assert self.memory is not None
+            hook_nvtx_package(self.memory.window, module)
+        except Exception as exc:  # the window then opens on torch's ranges only
+            self.count_error("nvtx_hooks", exc)
 
     def on_torch(self, torch: ModuleType) -> None:
         """torch arrived: CUPTI starts at its CUDA initialisation, flushes after its device
@@ -141,6 +165,13 @@ class Session:
                         timing=self.timing)
         except Exception as exc:  # the program runs, less traced: counted into the trace's metadata
             self.count_error("torch_hooks", exc)
+        if self.memory is not None and not self.memory.window.spec.whole_run:
+            from tracer.capture.window import hook_torch_nvtx
+
+            try:
+                hook_torch_nvtx(self.memory.window, importlib.import_module("torch.cuda.nvtx"))
+            except Exception as exc:  # the window then opens on the nvtx package's ranges only
+                self.count_error("torch_nvtx_hooks", exc)
 
     def count_error(self, where: str, exc: BaseException) -> None:
         from tracer.capture.records import count_error

@@ -29,26 +29,37 @@ FRAME_SCAN = 24  # frames looked at for the first user frame
 # from or into pinned memory runs while the host goes on; a D2H copy into it is a write of that range)
 HOST_COPY_OPS = frozenset({"aten::copy_", "aten::_to_copy", "aten::_copy_from", "aten::_copy_from_and_resize",
                            "aten::index_put_", "aten::index_copy_"})
+# Collectives through the dispatcher: the NCCL kernels (and copies) they launch get their tensors. c10d's
+# schemas mark nothing as written: a collective writes its outputs (`output_tensors`, `outputs`, ...)
+# and reads and writes its in-place `tensors` (allreduce_, broadcast_, recv_, ...); send only reads.
+C10D = "c10d::"
+C10D_READ_ONLY = frozenset({"c10d::send"})
 NO_NODE = 2**63  # backward node sequence numbers at or above this (AccumulateGrad: 2**64-1) are not forward ops
 _TRACER_CAPTURE = os.path.dirname(os.path.abspath(__file__))
 _STDLIB = sysconfig.get_paths().get("stdlib", "\0")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class OpInfo:
     name: str
     skip: bool  # a pure view: aliases its input, writes nothing, launches no kernel
     arg_names: tuple[str, ...]
     writes: frozenset[str]
+    updates: frozenset[str] = frozenset()  # read and written (a collective's in-place `tensors`)
 
 
 def op_info(func: Any) -> OpInfo:
     schema = func._schema
     args = tuple(a.name for a in schema.arguments)
     writes = frozenset(a.name for a in schema.arguments if a.alias_info is not None and a.alias_info.is_write)
+    name = func.name()
+    updates: frozenset[str] = frozenset()
+    if name.startswith(C10D) and name not in C10D_READ_ONLY:
+        updates = frozenset(a for a in args if a == "tensors")
+        writes |= frozenset(a for a in args if a.startswith("output")) | updates
     returns = list(schema.returns)
     view = bool(returns) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-    return OpInfo(func.name(), view, args, writes)
+    return OpInfo(name=name, skip=view, arg_names=args, writes=writes, updates=updates)
 
 
 def _is_library(filename: str) -> bool:
@@ -87,13 +98,19 @@ class Extractor:
         names = info.arg_names
         for i, a in enumerate(args):
             name = names[i] if i < len(names) else f"arg {i}"
-            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+            self._add(found, a, self._mode(info, name), name, info, t0, where)
         for name, a in kwargs.items():
-            self._add(found, a, Mode.WRITE if name in info.writes else Mode.READ, name, info, t0, where)
+            self._add(found, a, self._mode(info, name), name, info, t0, where)
         outs = out if isinstance(out, (tuple, list)) else (out,)
         for i, o in enumerate(outs):
             self._add(found, o, Mode.WRITE, f"out {i}", info, t0, where)
         return found
+
+    @staticmethod
+    def _mode(info: OpInfo, name: str) -> int:
+        if name in info.writes:
+            return Mode.READ_WRITE if name in info.updates else Mode.WRITE
+        return Mode.READ
 
     def _add(self, found: dict, value: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
         if isinstance(value, self.tensor_type):
@@ -108,16 +125,30 @@ class Extractor:
             if not (info.name in HOST_COPY_OPS and t.device.type == "cpu" and t.is_pinned()):
                 return
         try:
-            span = 1
-            for size, stride in zip(t.shape, t.stride()):
-                if size == 0:
+            address, size = t.data_ptr(), t.element_size()
+            if t.is_contiguous():
+                span = t.numel()
+                if span == 0:
                     return
-                if size > 1:
-                    span += (size - 1) * stride
-            st = t.untyped_storage()
-            base, nbytes, address = st.data_ptr(), st.nbytes(), t.data_ptr()
-            length = min(span * t.element_size(), base + nbytes - address)
-            alloc = self.rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
+            else:
+                span = 1
+                for n, stride in zip(t.shape, t.stride()):
+                    if n == 0:
+                        return
+                    if n > 1:
+                        span += (n - 1) * stride
+            rec = self.rec
+            # the allocator reports frees: the instance live at the storage's base is this storage's,
+            # found without building a storage object (the costly part of a tensor)
+            known = rec.live.get(address - t.storage_offset() * size) if rec.frees_seen else None
+            if known is not None:
+                alloc, end = known.id, known.address + known.bytes
+            else:
+                st = t.untyped_storage()
+                base, nbytes = st.data_ptr(), st.nbytes()
+                alloc = rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
+                end = base + nbytes
+            length = min(span * size, end - address)
         except Exception as exc:  # fake, meta or storage-less tensors: counted, the op keeps its other tensors
             self.rec.count_error("tensor", exc)
             return
@@ -140,8 +171,12 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
     tls = rec.tls
     hook = (timing or Timing()).hook("dispatch")
     clock = time.perf_counter
+    window = rec.window
 
     def dispatch(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if not window.open:  # outside the capture window: the op runs as untraced (its sequence number kept)
+            tls.last_seq = get_seq()
+            return func(*args, **kwargs) if kwargs else func(*args)
         t0 = clock()
         kwargs = kwargs or {}
         info = infos.get(func)

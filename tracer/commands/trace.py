@@ -56,12 +56,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tracer.cliargs import trace_target
     from tracer.store.rundir import default_run_dir
 
-    (backend, memory), hazards = capture_mode(args.backend, args.memory, args.stop_after), hazards_wanted(args)
+    (backend, memory), hazards = capture_mode(args.backend, args.memory, args.stop_after, args.memory_steps + args.memory_range), hazards_wanted(args)
     name, command, profile_pairs = trace_target(args, list(args.command_after_dashdash))
     out = args.output or default_run_dir(name)
     req = CaptureRequest(name=name, command=tuple(command), backend=backend, output=out, timeout=args.timeout,
                          cuda_event_trace=args.cuda_event_trace, capture_range=args.capture_range, memory=memory,
-                         stop_after=args.stop_after)
+                         stop_after=args.stop_after, memory_steps=args.memory_steps, memory_range=args.memory_range)
     rec = record(req, choose_pairs(args, profile_pairs), hazards)
     print(f"run directory: {out} (backend {backend}, target exit {rec.target_exit})", file=sys.stderr)
     for line in rec.notices(listed=rec.job and not args.json):

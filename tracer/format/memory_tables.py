@@ -19,4 +19,6 @@ MEMORY_TABLES: dict[str, str] = {
     "TRACER_GRAPH_NODES": "nodeId INTEGER NOT NULL, correlationId INTEGER, originalNodeId INTEGER",
     "TRACER_GRAPH_LAUNCHES": "correlationId INTEGER NOT NULL, streamId INTEGER NOT NULL",
     "TRACER_GRAPH_EDGES": "fromNodeId INTEGER NOT NULL, toNodeId INTEGER NOT NULL",
+    "TRACER_MEMORY_WINDOWS": "start INTEGER NOT NULL, end INTEGER NOT NULL",
 }
+WINDOW = "TRACER_MEMORY_WINDOW"  # META_DATA_EXPORT name: the capture window (--memory-steps, --memory-range); absent: whole run

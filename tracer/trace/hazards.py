@@ -44,18 +44,22 @@ class Covered(str, Enum):
     COLLECTIVE = "collective"  # NCCL kernels
     GRAPH_INTERNAL = "graph-internal"  # operations of one CUDA graph launch, against each other
     UNDECODED = "undecoded-launch"  # launches whose arguments could not be read (also among the kernels)
+    OUTSIDE_WINDOW = "outside-window"  # launched outside the memory capture window (--memory-steps/--memory-range)
 
 
 COLLECTIVE_PREFIX = "nccl"
+COLLECTIVE_OP_PREFIX = "c10d::"  # ... or launched inside a c10d op
 WHY_NOT = {
     Covered.KERNEL: "no memory access set (launched outside any recorded op, arguments not read)",
-    Covered.MEMCPY: "no memory access set (no torch op issued them and no copy API arguments were recorded)",
+    Covered.MEMCPY: "no memory access set (no torch op issued them and no copy API arguments were recorded, or a side "
+                    "is a CUDA array: opaque layout, not linear memory)",
     Covered.MEMSET: "no memory access set (no torch op issued them and no memset API arguments were recorded)",
     Covered.COLLECTIVE: "no memory access set (no c10d op launched them)",
     Covered.GRAPH_INTERNAL: "CUPTI ran them on more than one stream (parallel branches) and the graph's edges were "
                             "not recorded (or the launch has more than 2,048 operations), so they are not judged "
                             "against each other",
     Covered.UNDECODED: "launch arguments could not be read",
+    Covered.OUTSIDE_WINDOW: "launched outside the memory capture window ({window}), traced as plain CUPTI",
 }
 
 
@@ -68,22 +72,28 @@ class Coverage:
     seen: int
     judged: int
     unjudged: int
+    window: str = ""  # OUTSIDE_WINDOW: the capture window, as the capture named it
 
     def to_json(self) -> dict[str, object]:
-        return {"kind": self.kind.value, "seen": self.seen, "judged": self.judged, "unjudged": self.unjudged}
+        out: dict[str, object] = {"kind": self.kind.value, "seen": self.seen, "judged": self.judged, "unjudged": self.unjudged}
+        return out | ({"window": self.window} if self.window else {})
 
     def line(self) -> str:
-        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {WHY_NOT[self.kind]}; hazards unknown for them"
+        why = WHY_NOT[self.kind].format(window=self.window)
+        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {why}; hazards unknown for them"
 
 
 def joined_coverage(parts: list[tuple[Coverage, ...]]) -> tuple[Coverage, ...]:
     """The coverage of several processes' hazard checks as one (a job's, in a diff): counts added per kind."""
     total: dict[Covered, list[int]] = {}
+    windows: dict[Covered, str] = {}
     for part in parts:
         for c in part:
             t = total.setdefault(c.kind, [0, 0, 0])
             t[0], t[1], t[2] = t[0] + c.seen, t[1] + c.judged, t[2] + c.unjudged
-    return tuple(Coverage(kind=k, seen=s, judged=j, unjudged=u) for k, (s, j, u) in total.items())
+            if c.window and c.window not in windows.get(c.kind, ""):
+                windows[c.kind] = f"{windows[c.kind]}; {c.window}" if c.kind in windows else c.window
+    return tuple(Coverage(kind=k, seen=s, judged=j, unjudged=u, window=windows.get(k, "")) for k, (s, j, u) in total.items())
 
 
 class HazardKind(str, Enum):
@@ -176,7 +186,8 @@ class Hazards:
         ops = [c for c in self.coverage if c.kind in (Covered.KERNEL, Covered.COLLECTIVE, Covered.MEMCPY, Covered.MEMSET)]
         seen, judged = sum(c.seen for c in ops), sum(c.judged for c in ops)
         parts = ", ".join(f"{c.kind.value} {c.judged}/{c.seen}" for c in ops if c.seen)
-        return f"judged {judged} of {seen} GPU operations ({parts or 'none'})"
+        window = next((c.window for c in self.coverage if c.kind is Covered.OUTSIDE_WINDOW), "")
+        return f"judged {judged} of {seen} GPU operations ({parts or 'none'})" + (f"; memory sets recorded in {window} only" if window else "")
 
     @property
     def found(self) -> int:
@@ -381,14 +392,24 @@ def _ordered(rows: AccessRows, keys: _Keys, b: np.ndarray, prods: StreamRows, fr
     found.ordered_c.append(c[conflict])
 
 
-def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branched: np.ndarray) -> tuple[Coverage, ...]:
+def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branched: np.ndarray,
+             launched: np.ndarray | None = None) -> tuple[Coverage, ...]:
     """Every kind of operation seen, judged (has a memory set) and unjudged where that matters.
-    branched: per operation, whether it belongs to a graph launch whose internal pairs are not judged."""
+    branched: per operation, whether it belongs to a graph launch whose internal pairs are not judged.
+    launched: per operation, its launch's host time (-1: unknown), for the memory capture window:
+    operations without a memory set launched outside it are counted there, not under their kind."""
     kinds = trace.kernels.kinds()
     blind = _unjudged(index, with_memory)
+    window = trace.memory.window if trace.memory is not None else None
+    outside = np.zeros(len(kinds), dtype=bool)
+    if window is not None and not window.whole_run:
+        t = launched if launched is not None else np.full(len(kinds), -1, dtype=np.int64)
+        outside = ~with_memory & window.outside(np.where(t >= 0, t, trace.kernels.start))
+        blind = blind & ~outside
     names, inverse = np.unique(trace.kernels.name, return_inverse=True)
     nccl = np.array([trace.strings[n].startswith(COLLECTIVE_PREFIX) for n in names.tolist()], dtype=bool)
     collective = nccl[inverse.reshape(-1)] if len(names) else np.zeros(0, dtype=bool)
+    collective = collective | _launched_by_collective(trace)
     masks = {Covered.KERNEL: (kinds == KERNEL) & ~collective, Covered.COLLECTIVE: (kinds == KERNEL) & collective,
              Covered.MEMCPY: kinds == MEMCPY, Covered.MEMSET: kinds == MEMSET}
     out = [Coverage(kind=k, seen=int(m.sum()), judged=int((m & with_memory).sum()), unjudged=int((m & blind).sum()))
@@ -400,7 +421,28 @@ def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branch
     memory = trace.memory
     undecoded = len(memory.unknown.corr) if memory is not None else 0
     out.append(Coverage(kind=Covered.UNDECODED, seen=undecoded, judged=0, unjudged=undecoded))
+    if window is not None and not window.whole_run:
+        seen = int(outside.sum())
+        out.append(Coverage(kind=Covered.OUTSIDE_WINDOW, seen=seen, judged=0, unjudged=int((outside & _multi_stream(index)).sum()),
+                            window=window.what))
     return tuple(out)
+
+
+def _launched_by_collective(trace: Trace) -> np.ndarray:
+    """Per operation: a kernel launched inside a c10d op (NCCL's one-rank kernel is not named nccl*)."""
+    memory, k = trace.memory, trace.kernels
+    out = np.zeros(len(k), dtype=bool)
+    if memory is None or len(memory.launches.corr) == 0:
+        return out
+    la = memory.launches
+    ops = np.unique(la.op_name[la.op_name >= 0])
+    c10d = ops[[trace.strings[int(n)].startswith(COLLECTIVE_OP_PREFIX) for n in ops.tolist()]] if len(ops) else ops
+    if len(c10d) == 0:
+        return out
+    corr = access_corr(memory, k)
+    at = np.clip(np.searchsorted(la.corr, corr), 0, len(la.corr) - 1)
+    found: np.ndarray = (la.corr[at] == corr) & np.isin(la.op_name[at], c10d)
+    return found
 
 
 def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_launches: Launches | None = None) -> Hazards:
@@ -432,7 +474,7 @@ def find_hazards(trace: Trace, attr: Attribution, index: OrderingIndex, graph_la
                    unjudged=int(_unjudged(index, with_memory).sum()), launch_unknown=_launch_unknown(trace, memory), counts=tuple(counts.items()),
                    listed=listed,
                    host_queries=len(memory.queries.corr), unmatched_queries=index.unmatched_queries, graph_kernels=_graph_kernels(trace, with_memory),
-                   coverage=coverage(trace, index, with_memory, branched))
+                   coverage=coverage(trace, index, with_memory, branched, attr.launch_start))
 
 
 def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: AccessRows, p: np.ndarray, c: np.ndarray,
@@ -524,13 +566,18 @@ def _groups(pk: np.ndarray, ck: np.ndarray, kinds: np.ndarray, flag: np.ndarray)
 
 def _unjudged(index: OrderingIndex, with_memory: np.ndarray) -> np.ndarray:
     """Per operation: without a memory set on a device where more than one stream ran operations."""
+    out: np.ndarray = ~with_memory & _multi_stream(index)
+    return out
+
+
+def _multi_stream(index: OrderingIndex) -> np.ndarray:
+    """Per operation: on a device where more than one stream ran operations."""
     if len(index.kernel_col) == 0:
         return np.zeros(0, dtype=bool)
     dev = np.array([d for d, _ in index.streams], dtype=np.int64)
     used = np.unique(index.kernel_col)
     devs, n = np.unique(dev[used], return_counts=True)
-    multi = devs[n > 1]
-    return ~with_memory & np.isin(dev[index.kernel_col], multi)
+    return np.isin(dev[index.kernel_col], devs[n > 1])
 
 
 def _graph_kernels(trace: Trace, with_memory: np.ndarray) -> tuple[int, int]:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.format.memory_tables import FLAG, MEMORY_TABLES  # writers import MEMORY_TABLES from here too
-from tracer.trace.memory_records import (Allocations, BackwardLaunches, ForwardOps, GraphLaunches, GraphNodes, HostQueries,
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES, WINDOW  # writers import MEMORY_TABLES from here too
+from tracer.trace.memory_records import (Allocations, BackwardLaunches, CaptureWindow, ForwardOps, GraphLaunches, GraphNodes, HostQueries,
                                          KernelAccesses, LaunchAccesses, LaunchUnknown, Memory)
 from tracer.trace.model import Kernels, expand_ranges, from_columns
 from tracer.trace.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
@@ -50,7 +50,7 @@ def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory 
         raise TraceFormatError(f"{db.path}: memory access sets were recorded ({FLAG}=1 or TRACER_ tables present) but "
                                f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} missing (truncated or edited capture)")
     job = db.in_sibling(lambda own: _fetch(own, present))
-    return lambda: _finish(db, recorded, job.result())
+    return lambda: _finish(db, recorded, job.result(), meta.get(WINDOW, ""))
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -66,6 +66,7 @@ class _Fetched:
     reasons: list[str | None]
     graph_nodes: GraphNodes
     graphs: GraphLaunches
+    windows: list[np.ndarray]
 
 
 def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
@@ -95,8 +96,10 @@ def _fetch(db: SqliteTables, present: set[str]) -> _Fetched:
     nodes = graph_nodes(*ints("TRACER_GRAPH_NODES", [Col("nodeId", None), Col("correlationId"), Col("originalNodeId")]))
     launched = _sorted_by(ints("TRACER_GRAPH_LAUNCHES", [Col("correlationId", None), Col("streamId", None)]), 0)
     edges = ints("TRACER_GRAPH_EDGES", [Col("fromNodeId", None), Col("toNodeId", None)])
+    windows = ints("TRACER_MEMORY_WINDOWS", [Col("start", None), Col("end", None)])
+    db.check_times("TRACER_MEMORY_WINDOWS", windows[0], windows[1])
     return _Fetched(launches=launches, backward=backward, forward=forward, allocations=alloc, queries=queries, unknown=unknown, reasons=reasons,
-                    graph_nodes=nodes, graphs=GraphLaunches(*launched, *edges))
+                    graph_nodes=nodes, graphs=GraphLaunches(*launched, *edges), windows=windows)
 
 
 def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> GraphNodes:
@@ -118,14 +121,22 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
                       np.array([parent.get(n, n) for n in keys.tolist()], dtype=np.int64))
 
 
-def _finish(db: SqliteTables, recorded: bool, f: _Fetched) -> Memory:
+def _window(what: str, windows: list[np.ndarray]) -> CaptureWindow:
+    """The capture window: named by the metadata; windows without that name still bound what was
+    recorded (a window named with no rows: nothing was, every operation is outside)."""
+    if not what and len(windows[0]):
+        what = "capture windows"
+    return CaptureWindow(what=what, start=windows[0], end=windows[1]) if what else CaptureWindow()
+
+
+def _finish(db: SqliteTables, recorded: bool, f: _Fetched, window: str = "") -> Memory:
     launches, alloc = list(f.launches), list(f.allocations)
     launches[1], alloc[8] = _names(db, launches[1]), _names(db, alloc[8])
     return Memory(recorded=recorded, launches=from_columns(LaunchAccesses, launches), backward=BackwardLaunches(*f.backward),
                   forward=ForwardOps(*f.forward),
                   allocations=from_columns(Allocations, alloc), queries=from_columns(HostQueries, f.queries),
                   unknown=LaunchUnknown(f.unknown[0], _names(db, f.unknown[1]), tuple(r or "" for r in f.reasons)), graph_nodes=f.graph_nodes,
-                  graphs=f.graphs)
+                  graphs=f.graphs, window=_window(window, f.windows))
 
 
 def _launch_accesses(db: SqliteTables, present: set[str]) -> list[np.ndarray]:

@@ -114,6 +114,29 @@ def no_graph_launches() -> GraphLaunches:
 
 
 @dataclass(frozen=True, kw_only=True)
+class CaptureWindow:
+    """Where memory sets were recorded (`trace run --memory-steps/--memory-range`): `what` says the
+    window ("" : the whole run); operations launched outside every [start, end] have none."""
+
+    what: str = ""
+    start: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    end: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+
+    @property
+    def whole_run(self) -> bool:
+        return not self.what
+
+    def outside(self, t: np.ndarray) -> np.ndarray:
+        """Per time: inside no window (always False for the whole run)."""
+        if self.whole_run:
+            return np.zeros(len(t), dtype=bool)
+        order = np.argsort(self.start, kind="stable")
+        s, e = self.start[order], self.end[order]
+        at = np.searchsorted(s, t, side="right") - 1
+        return ~((at >= 0) & (e[np.maximum(at, 0)] >= t)) if len(s) else np.ones(len(t), dtype=bool)
+
+
+@dataclass(frozen=True, kw_only=True)
 class Memory:
     recorded: bool  # access sets were captured (TRACER_MEMORY=1 or the tables are there)
     launches: LaunchAccesses
@@ -124,6 +147,7 @@ class Memory:
     unknown: LaunchUnknown
     graph_nodes: GraphNodes
     graphs: GraphLaunches = field(default_factory=no_graph_launches)
+    window: CaptureWindow = field(default_factory=CaptureWindow)
 
 
 @dataclass(frozen=True)

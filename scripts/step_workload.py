@@ -1,0 +1,77 @@
+"""A training loop timed per step, for scripts/bench_memory_capture.py --per-step: each step inside
+an NVTX range `stepN` (torch.cuda.nvtx, so `trace run --memory-steps A:B` can window it) and ended
+by a device synchronize; prints {"steps_s": [...], "steps_cpu_s": [...]} (wall and process CPU seconds) as its last line.
+
+    python scripts/step_workload.py linear_backward|gpt2 [--steps N] [--profile OUT.prof]
+
+linear_backward: tracer's FP8 linear workload (its Engine, one step per stepN range); gpt2: GPT-2
+small built from transformers' GPT2Config (no download), AdamW, batch 4 x 256 tokens.
+--profile: cProfile of the steps (the dispatch mode and CUPTI callbacks run inside them)."""
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections.abc import Callable
+
+
+def linear_backward(steps: int) -> Callable[[int], None]:
+    from tracer.workloads.engine import Engine
+    from tracer.workloads.spec import resolve_workload
+
+    engine = Engine(resolve_workload("linear_backward", steps=steps))
+    return engine.step
+
+
+def gpt2(steps: int) -> Callable[[int], None]:
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    model = GPT2LMHeadModel(GPT2Config()).cuda()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    ids = torch.randint(0, 50257, (4, 256), device="cuda")
+
+    def step(_: int) -> None:
+        loss = model(ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+
+    return step
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("model", choices=("linear_backward", "gpt2"))
+    ap.add_argument("--steps", type=int, default=8)
+    ap.add_argument("--profile")
+    args = ap.parse_args()
+    import torch
+
+    step = {"linear_backward": linear_backward, "gpt2": gpt2}[args.model](args.steps)
+    prof = None
+    if args.profile:
+        import cProfile
+
+        prof = cProfile.Profile()
+    times, cpu = [], []
+    for s in range(args.steps):
+        t0, c0 = time.perf_counter(), time.process_time()
+        if prof is not None and s == 2:
+            prof.enable()
+        torch.cuda.nvtx.range_push(f"step{s}")
+        step(s)
+        torch.cuda.synchronize()
+        torch.cuda.nvtx.range_pop()
+        times.append(time.perf_counter() - t0)
+        cpu.append(time.process_time() - c0)
+    if prof is not None:
+        prof.disable()
+        prof.dump_stats(args.profile)
+    print(json.dumps({"steps_s": times, "steps_cpu_s": cpu}))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
