@@ -12,7 +12,7 @@ Run on a GPU machine:
     python scripts/bench_memory_capture.py [--repeats 2] [--modes a,b] [--json OUT.json] [-- WORKLOAD ARGS...]
 (default workload: linear_backward --steps 3).
 
---per-step MODEL (linear_backward or gpt2): the steady-state cost per step, which the whole-process
+--per-step MODEL (linear_backward, gpt2 or gpt2-big): the steady-state cost per step, which the whole-process
 ratio hides. scripts/step_workload.py runs STEPS steps, each in an NVTX range `stepN`, timed in the
 process (wall and CPU); untraced, plain CUPTI, --memory, and --memory with a capture window over the
 last WINDOW steps (`--memory-steps`): medians of the steps after the first two (warm-up), the window
@@ -220,7 +220,7 @@ def main() -> int:
     ap.add_argument("--modes", default=",".join(m for m in MODES if m != "memory-window"), help=f"comma-separated, of: {', '.join(MODES)}")
     ap.add_argument("--json")
     ap.add_argument("--fake", action="store_true", help="the fake backend (checking this script without a GPU)")
-    ap.add_argument("--per-step", choices=("linear_backward", "gpt2"), help="the steady-state step cost of this model instead")
+    ap.add_argument("--per-step", choices=("linear_backward", "gpt2", "gpt2-big"), help="the steady-state step cost of this model instead")
     ap.add_argument("--steps", type=int, default=10, help="--per-step: steps per run")
     ap.add_argument("--window", type=int, default=3, help="--per-step: the memory-window run records the last N steps")
     ap.add_argument("workload", nargs="*", help="after --: workload and its options (default: linear_backward --steps 3)")

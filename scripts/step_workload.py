@@ -2,10 +2,11 @@
 an NVTX range `stepN` (torch.cuda.nvtx, so `trace run --memory-steps A:B` can window it) and ended
 by a device synchronize; prints {"steps_s": [...], "steps_cpu_s": [...]} (wall and process CPU seconds) as its last line.
 
-    python scripts/step_workload.py linear_backward|gpt2 [--steps N] [--profile OUT.prof]
+    python scripts/step_workload.py linear_backward|gpt2|gpt2-big [--steps N] [--profile OUT.prof]
 
 linear_backward: tracer's FP8 linear workload (its Engine, one step per stepN range); gpt2: GPT-2
-small built from transformers' GPT2Config (no download), AdamW, batch 4 x 256 tokens.
+small built from transformers' GPT2Config (no download), AdamW, batch 4 x 256 tokens (launch-bound:
+about 16 us of GPU work per op); gpt2-big: the same model at 16 x 1024 tokens (GPU-bound steps).
 --profile: cProfile of the steps (the dispatch mode and CUPTI callbacks run inside them)."""
 from __future__ import annotations
 
@@ -23,14 +24,14 @@ def linear_backward(steps: int) -> Callable[[int], None]:
     return engine.step
 
 
-def gpt2(steps: int) -> Callable[[int], None]:
+def gpt2(steps: int, batch: int = 4, tokens: int = 256) -> Callable[[int], None]:
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel
 
     torch.manual_seed(0)
     model = GPT2LMHeadModel(GPT2Config()).cuda()
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
-    ids = torch.randint(0, 50257, (4, 256), device="cuda")
+    ids = torch.randint(0, 50257, (batch, tokens), device="cuda")
 
     def step(_: int) -> None:
         loss = model(ids, labels=ids).loss
@@ -41,15 +42,22 @@ def gpt2(steps: int) -> Callable[[int], None]:
     return step
 
 
+def gpt2_big(steps: int) -> Callable[[int], None]:
+    return gpt2(steps, batch=16, tokens=1024)
+
+
+MODELS = {"linear_backward": linear_backward, "gpt2": gpt2, "gpt2-big": gpt2_big}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("model", choices=("linear_backward", "gpt2"))
+    ap.add_argument("model", choices=tuple(MODELS))
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--profile")
     args = ap.parse_args()
     import torch
 
-    step = {"linear_backward": linear_backward, "gpt2": gpt2}[args.model](args.steps)
+    step = MODELS[args.model](args.steps)
     prof = None
     if args.profile:
         import cProfile
