@@ -164,7 +164,7 @@ def test_the_diff_page_of_two_runs(served: Served, page: Any) -> None:
     assert page.locator("#error").is_hidden(), page.locator("#error").inner_text()
     d = served.api(f"/api/diff?a={a}&b={b}")
     assert d["hazards"] is not None and d["b"]["path"].endswith("raw_no_wait")
-    assert page.locator("#meta").inner_text().startswith(d["kind"])
+    assert d["kind"] == "diff" and page.locator("#meta").inner_text().startswith(d["compared"])
     hazard_card = page.locator(".card", has_text="hazards")
     assert hazard_card.count() == 1 and hazard_card.locator("tbody tr").count() >= 1
 
