@@ -269,7 +269,7 @@ def test_campaign_report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
     assert done.returncode == 0, done.stderr
     doc = output(capsys, "campaign", "report", str(store), "--json")
     assert_valid("campaign-report", doc)
-    assert len(doc["cells"]) == 2 and all("sprt" in c and c["trials"] == 20 for c in doc["cells"])
+    assert len(doc["cells"]) == 2 and all("sprt" in c and 0 < c["trials"] <= 20 for c in doc["cells"])  # SPRT may stop a cell early
 
 
 def test_ablation_json(tmp_path: Path) -> None:
