@@ -336,3 +336,19 @@ def test_serve_api(tmp_path: Path) -> None:
         jobs = c.get("/api/jobs").json()
         assert_valid("job-list", jobs)
         assert [j["id"] for j in jobs["jobs"]] == [job["id"]]
+
+
+def test_new_kinds_refuse_what_tracer_does_not_write(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["trace", "import", str(DATA / "hazards" / "war.sqlite"), "-o", str(tmp_path / "t")]) == 0
+    command = json.loads((tmp_path / "t" / "command.json").read_text())
+    capsys.readouterr()
+    diff = output(capsys, "diff", str(DATA / "traces" / "cast_transpose_dgrad.sqlite"), str(DATA / "traces" / "event_ordered_dgrad.sqlite"),
+                  "--json")
+    for kind, doc in (("command", command), ("diff", diff)):
+        v = validator(kind)
+        assert not list(v.iter_errors(doc))
+        assert list(v.iter_errors(doc | {"surprise": 1}))
+        assert list(v.iter_errors(doc | {"kind": "verdict"}))
+        assert list(v.iter_errors({k: x for k, x in doc.items() if k != "schema"}))
+    assert list(validator("diff").iter_errors(diff | {"compared": "kernels"}))
+    assert list(validator("diff").iter_errors(diff | {"schema": 1}))  # version 1 had another `kind`
