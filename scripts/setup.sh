@@ -20,4 +20,5 @@ fi
 step "installing tracer from this checkout with extras [$extras]"
 python -m pip install -q -e ".[$extras]"
 bash scripts/install_chromium.sh || true   # the `tracer serve` browser tests (root + apt only; they skip without it)
+bash scripts/install_shells.sh || true   # zsh and fish for the completion tests (root + apt only; they skip without them)
 echo "tracer installed in $(pwd)/.venv ($(python -c 'import torch; print("torch", torch.__version__, "cuda" if torch.cuda.is_available() else "cpu")'))"

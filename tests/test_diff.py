@@ -95,7 +95,7 @@ def test_gate_exit_codes_and_the_json_contract(capsys: pytest.CaptureFixture[str
     code, out, err = run(capsys, FIXED, PLANTED, "--fail-on-new-hazard", "--json")
     data = json.loads(out)
     assert code == 1 and err.count("\n") == 1 and "new hazard: RAW" in err
-    assert data["schema"] == SCHEMA and data["kind"] == "trace" and data["hazards"]["new"] == 4
+    assert data["schema"] == SCHEMA and data["kind"] == "diff" and data["compared"] == "trace" and data["hazards"]["new"] == 4
     assert set(data) >= {"a", "b", "matching", "statistics", "pairs", "hazards", "timing", "no_change"}
     code, out, _ = run(capsys, PLANTED, FIXED, "--fail-on-new-hazard")
     assert code == 0 and "hazards: 10 -> 0" in out

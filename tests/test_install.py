@@ -52,9 +52,9 @@ def test_wheel_ships_kernels_profiles_suppressions_and_demo_data(wheel: Path) ->
     assert "tracer/data/demo/linear_backward_planted.sqlite" in demo and demo <= names
     assert "tracer/resources.py" in names and "tracer/cli.py" in names
     assert "tracer/capture/boot/sitecustomize.py" in names  # trace run's bootstrap (a folder, not a package)
-    from tracer.schemas import KINDS
+    from tracer.schemas import FILES
 
-    assert {f"tracer/data/schemas/{k}.schema.json" for k in KINDS} <= names  # the JSON contracts
+    assert {f"tracer/data/schemas/{f}.schema.json" for f in FILES.values()} <= names  # the JSON contracts
     assert any(n.endswith("LICENSE") for n in names)
     static = ROOT / "tracer" / "serve" / "static"
     assert {f"tracer/serve/static/{p.name}" for p in static.iterdir()} <= names  # tracer serve works offline: no CDN

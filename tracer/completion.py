@@ -57,8 +57,34 @@ complete -o filenames -F _tracer_complete tracer
 
 
 def zsh_script(parser: argparse.ArgumentParser) -> str:
-    return ("#compdef tracer\n# tracer completion for zsh: tracer completion zsh > \"${fpath[1]}/_tracer\"\n"
-            "autoload -U +X bashcompinit && bashcompinit\n" + bash_script(parser))
+    """Native zsh (not bash's script through bashcompinit: zsh cannot run its word-array slices)."""
+    paths = words(parser)
+    steps = "\n".join(f'            "{p}") cpath="{p}" ;;' for p in paths if p)
+    cases = "\n".join(f'        "{p}") opts=({" ".join(ws)}) ;;' for p, ws in paths.items())
+    return f"""#compdef tracer
+# tracer completion for zsh: tracer completion zsh > "${{fpath[1]}}/_tracer" (then a new shell),
+# or source <(tracer completion zsh) after compinit
+_tracer() {{
+    local cpath="" w
+    local -a opts
+    for w in "${{(@)words[2,CURRENT-1]}}"; do
+        [[ $w == -- ]] && {{ _files; return }}
+        [[ $w == -* ]] && continue
+        case "$cpath${{cpath:+ }}$w" in
+{steps}
+        esac
+    done
+    case "$cpath" in
+{cases}
+    esac
+    compadd -- "${{opts[@]}}" || _files
+}}
+if [[ $funcstack[1] == _tracer ]]; then
+    _tracer "$@"
+else
+    compdef _tracer tracer
+fi
+"""
 
 
 def fish_script(parser: argparse.ArgumentParser) -> str:

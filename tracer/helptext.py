@@ -165,7 +165,7 @@ HELP: dict[str, tuple[str | None, tuple[str, ...]]] = {  # None: the module's ow
         ("tracer doctor", "tracer doctor --json")),
     "completion": (
         "Print a shell completion script for tracer's commands, subcommands and options.",
-        ("source <(tracer completion bash)", "tracer completion zsh > ~/.zfunc/_tracer",
+        ("source <(tracer completion bash)", "tracer completion zsh > \"${fpath[1]}/_tracer\"",
          "tracer completion fish > ~/.config/fish/completions/tracer.fish")),
 }
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from memory_tables import PROGRAMS
+from tests.test_schemas import assert_valid
 from tracer.cli import main
 from tracer.errors import ToolMissingError
 
@@ -63,6 +64,8 @@ def test_foreign_program_end_to_end(train_run: Path) -> None:
     verdict = json.loads((train_run / "verdict.json").read_text())
     command = json.loads((train_run / "command.json").read_text())
     assert command["backend"] == "nsys" and command["exit"] == 0 and (train_run / "trace.nsys-rep").is_file()
+    assert_valid("command", command)
+    assert_valid("verdict", verdict)
     assert verdict["producer"].startswith("nsys 2025.") and verdict["kernels"] >= 40
     assert len(verdict["streams"]) == 2 and verdict["unattributed"] == 0
     assert verdict["event_records"] >= 4 and verdict["event_edges"] >= 4 and verdict["unmatched_waits"] == 0

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.test_schemas import assert_valid
 from tracer.cli import main
 
 pytestmark = pytest.mark.gpu
@@ -18,6 +19,9 @@ def trace(tmp_path: Path, capsys: pytest.CaptureFixture[str], *argv: str) -> dic
     data = json.loads(capsys.readouterr().out)
     assert code == 0
     assert (out / "trace.sqlite").is_file() and (out / "verdict.json").is_file() and (out / "environment.json").is_file()
+    for name, kind in (("command.json", "command"), ("environment.json", "environment"), ("verdict.json", "verdict")):
+        assert_valid(kind, json.loads((out / name).read_text()))  # the JSON contracts, on a CUPTI run
+    assert json.loads((out / "environment.json").read_text())["gpu"]["sms"] > 0
     return data
 
 

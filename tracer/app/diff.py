@@ -3,7 +3,7 @@
     diff_paths(a: Path, b: Path, *, pairs: PairSpec | None = None, hazards: bool = True,
                alpha: float = 0.05, seed: int = 0, targets: tuple[str, str] | None = None) -> Diff
     diff_artifacts(a: Artifact, b: Artifact, **same options) -> Diff
-    Diff.to_json() -> dict   # {"schema": SCHEMA, "kind": ..., "a": ..., "b": ..., ...}; stable, versioned
+    Diff.to_json() -> dict   # {"schema": 2, "kind": "diff", "compared": ..., "a": ..., "b": ..., ...}; stable, versioned
     Diff.failures(new_hazard=False, new_finding=False, regression_pct=None) -> list[str]  # gates; [] passes
 
 Kinds: a trace (file or run directory: nsys SQLite, tracer SQLite, Kineto JSON), a job (a run

@@ -25,6 +25,7 @@ from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import TargetFailed, TimedOut, UsageError, unknown
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
+from tracer.schemas import with_header
 from tracer.store.rundir import environment, staged, write_json
 from tracer.trace.pairs import PairSpec
 
@@ -230,8 +231,9 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         from tracer.trace.job import is_job_dir
 
         job = is_job_dir(tmp)  # as `trace analyze` will read it
-        write_json(tmp / "command.json", _command_fields(req, res, captured, job, gpu_check))
-        write_json(tmp / "environment.json", captured.environment if captured and captured.environment else environment())
+        write_json(tmp / "command.json", with_header("command", _command_fields(req, res, captured, job, gpu_check)))
+        write_json(tmp / "environment.json", with_header("environment", captured.environment if captured and captured.environment
+                                                                   else environment()))
         if not (tmp / "trace.sqlite").is_file() and not (captured and captured.job):
             raise_if_timed_out(res, f"the capture of {req.name}")  # stopped with nothing to analyse
             raise _no_trace(req, res, captured)
@@ -376,6 +378,6 @@ def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = Tru
     with staged(output) as tmp:
         src = run.trace_file
         copy_file(src, tmp / ("trace.sqlite" if src.suffix == ".sqlite" else src.name))
-        write_json(tmp / "command.json", {"imported_from": str(run.path.resolve()), "backend": "import"})
+        write_json(tmp / "command.json", with_header("command", {"imported_from": str(run.path.resolve()), "backend": "import"}))
         write_json(tmp / "verdict.json", analysis.to_json())
     return Recorded(run_dir=output, target_exit=None, analysis=analysis)

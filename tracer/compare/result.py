@@ -11,8 +11,9 @@ from tracer.compare.layout import StepLayout
 from tracer.compare.timing import ALPHA, Change, TimeChange
 from tracer.compare.verdicts import PAIR_KEY, CellDiff, FindingDiff, HazardDiff, KeyedCount, Status
 from tracer.errors import UsageError
+from tracer.schemas import header, version
 
-SCHEMA = 1
+SCHEMA = version("diff")  # 2: `kind` is "diff"; what was compared moved to `compared`
 
 
 class DiffKind(str, Enum):
@@ -78,7 +79,7 @@ class Diff:
 
     def to_json(self) -> dict[str, Any]:
         return {
-            "schema": SCHEMA, "kind": self.kind.value, "a": self.a.to_json(), "b": self.b.to_json(),
+            **header("diff"), "compared": self.kind.value, "a": self.a.to_json(), "b": self.b.to_json(),
             "same_input": self.same_input, "no_change": self.no_change, "matching": self.matching,
             "statistics": {"test": "Mann-Whitney U, two-sided, Holm-corrected", "interval": "bootstrap 95% of median B / median A",
                            "alpha": self.alpha},

@@ -107,6 +107,7 @@ def record(p: Plan, settings: Settings, output: Path | None,
     be read is an error naming the run directory, which is kept (`tracer profile import` reads it)."""
     from tracer.ncu.runner import profile_target
     from tracer.ncu.tool import find_ncu
+    from tracer.schemas import with_header
     from tracer.store.rundir import default_run_dir, environment, staged, write_json
 
     opts = settings.ncu_options(p.kernel)
@@ -118,11 +119,11 @@ def record(p: Plan, settings: Settings, output: Path | None,
         for t in p.targets:
             runs.append(profile_target(binary, opts, t, tmp, tmp / "logs", settings.timeout))
             on_done(runs[-1])
-        write_json(tmp / "command.json", {"ncu": binary, "clock_control": opts.clock_control.value,
+        write_json(tmp / "command.json", with_header("command", {"ncu": binary, "clock_control": opts.clock_control.value,
                                           "cache_control": opts.cache_control.value, "sections": list(opts.sections),
                                           "kernel": opts.kernel, "nvtx_include": list(opts.nvtx_include),
-                                          "targets": [r.to_json() for r in runs]})
-        write_json(tmp / "environment.json", environment())
+                                          "targets": [r.to_json() for r in runs]}))
+        write_json(tmp / "environment.json", with_header("environment", environment()))
         profiled, error = read_targets(tmp, runs)
         run = ProfileRun(str(output), opts.clock_control.value, tuple(profiled), p.meta)
         if error is None:
@@ -152,6 +153,7 @@ def import_report(path: Path, label: str | None, output: Path | None) -> Profile
     from tracer.kernel.spec import Variant
     from tracer.ncu.reader import csv_beside, read_report
     from tracer.store.atomic import copy_file
+    from tracer.schemas import with_header
     from tracer.store.rundir import default_run_dir, staged, write_json
 
     report = read_report(path)
@@ -164,7 +166,7 @@ def import_report(path: Path, label: str | None, output: Path | None) -> Profile
             copy_file(src, tmp / src.name)
         target = ProfiledTarget(label=label, variant=variant, report=replace(report, path=path.name), exit=None, files=tuple(p.name for p in copies))
         run = ProfileRun(str(output), report.clock_control, (target,), {"imported_from": str(path.resolve())})
-        write_json(tmp / "command.json", {"imported_from": str(path.resolve()), "backend": "import"})
+        write_json(tmp / "command.json", with_header("command", {"imported_from": str(path.resolve()), "backend": "import"}))
         write_json(tmp / "profile.json", run.to_json())
     return run
 
@@ -218,11 +220,12 @@ def comparison(runs: Sequence[ProfileRun], *, baseline: str, by: str, kernel: st
     from tracer.errors import unknown
     from tracer.ncu.compare import GroupBy, compare_runs
     from tracer.ncu.text import format_comparison, format_pair
+    from tracer.schemas import with_header
 
     if by not in {g.value for g in GroupBy}:
         raise unknown("--by", by, [g.value for g in GroupBy])
     cmp = compare_runs(runs, baseline, GroupBy(by), kernel, nvtx)
-    text = [json.dumps(asdict(cmp), indent=1) if as_json else format_comparison(cmp)]
+    text = [json.dumps(with_header("profile-compare", asdict(cmp)), indent=1) if as_json else format_comparison(cmp)]
     if sass:
         a, b = sass
         text += [f"\n{a} vs {b}:\n" + format_pair(cmp, a, b), sass_summaries(runs, a, b, config)]

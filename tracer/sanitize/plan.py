@@ -196,6 +196,7 @@ def run_into(output: Path | None, name: str, jobs: Sequence[Job], rules: tuple[R
     runs/sanitize-NAME-TIMESTAMP), written under a temporary name and renamed when complete."""
     from tracer.gpu import require_gpu_for_capture
     from tracer.sanitize.report import to_json
+    from tracer.schemas import with_header
     from tracer.store.atomic import write_text
     from tracer.store.rundir import default_run_dir, staged, write_json
 
@@ -203,7 +204,7 @@ def run_into(output: Path | None, name: str, jobs: Sequence[Job], rules: tuple[R
     final = output or default_run_dir(f"sanitize-{name}")
     with staged(final) as tmp:
         runs = execute(jobs, tmp, rules, settings, on_done)
-        write_json(tmp / "command.json", command)
+        write_json(tmp / "command.json", with_header("command", command))
         write_text(tmp / "report.json", to_json(runs))
     return runs, final
 

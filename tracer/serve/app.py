@@ -28,6 +28,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from tracer.app import runs as app_runs
 from tracer.app import timeline as app_timeline
 from tracer.errors import TraceFormatError, TracerError, UsageError
+from tracer.schemas import header, with_header
 from tracer.serve import pages
 from tracer.serve.config import Action, JobRequest, JobsConfig, check_request
 from tracer.serve.db import Db, NotFound
@@ -279,7 +280,7 @@ def _headers_app(app: ASGIApp) -> ASGIApp:
 
 
 def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+    return JSONResponse({**header("error"), "error": message}, status_code=status)
 
 
 def _handle(fn: Any) -> Any:
@@ -382,11 +383,11 @@ def build_app(settings: Settings) -> Starlette:
 
     def runs_answer(s: Server, args: tuple[tuple[str, Any], ...]) -> dict[str, Any]:
         total, rows = s.index.list(**dict(args))
-        return {"total": total, "runs": rows}
+        return {**header("run-list"), "total": total, "runs": rows}
 
     def api_session(request: Request) -> Response:
         s = srv(request)
-        return JSONResponse({"csrf": s.csrf, "read_only": s.s.read_only, "diff": s.s.diff,
+        return JSONResponse({**header("session"), "csrf": s.csrf, "read_only": s.s.read_only, "diff": s.s.diff,
                              "jobs": _jobs_offer(s), "index": s.last_scan})
 
     def api_runs(request: Request) -> Response:
@@ -404,7 +405,8 @@ def build_app(settings: Settings) -> Starlette:
         s, run_id = srv(request), _run_id(request)
         path, row = s.index.get(run_id)
         return s.answers.get(("summary", s.generation, run_id),
-                             lambda: dict(row, files=[{"name": n, "bytes": b} for n, b in app_runs.artifacts(path)]))
+                             lambda: {**header("run-summary"), "run": row,
+                                      "files": [{"name": n, "bytes": b} for n, b in app_runs.artifacts(path)]})
 
     def api_timeline(request: Request) -> Response:
         s, run_id = srv(request), _run_id(request)
@@ -437,7 +439,7 @@ def build_app(settings: Settings) -> Starlette:
         return FileResponse(out, filename=f"{path.name}.perfetto.json", media_type="application/json")
 
     def api_jobs(request: Request) -> Response:
-        return JSONResponse({"jobs": srv(request).queue.list()})
+        return JSONResponse({**header("job-list"), "jobs": srv(request).queue.list()})
 
     async def api_submit(request: Request) -> Response:
         s = srv(request)
@@ -449,19 +451,19 @@ def build_app(settings: Settings) -> Starlette:
             return _error(400, "the request body is not JSON")
         try:
             req = check_request(s.s.jobs, body)
-            return JSONResponse(s.queue.submit(req), status_code=201)
+            return JSONResponse(with_header("queued-job", s.queue.submit(req)), status_code=201)
         except UsageError as exc:
             return _error(400, str(exc))
 
     def api_job(request: Request) -> Response:
         s, job_id = srv(request), _job_id(request)
-        return s.answers.get(("job", job_id, s.queue.version, _job_tick()), lambda: s.queue.get(job_id))
+        return s.answers.get(("job", job_id, s.queue.version, _job_tick()), lambda: with_header("queued-job", s.queue.get(job_id)))
 
     def api_cancel(request: Request) -> Response:
         s = srv(request)
         if s.s.read_only:
             return _error(403, "this server is read-only (--read-only): jobs cannot be cancelled")
-        return JSONResponse(s.queue.cancel(_job_id(request)))
+        return JSONResponse(with_header("queued-job", s.queue.cancel(_job_id(request))))
 
     async def api_import(request: Request) -> Response:
         s = srv(request)
@@ -488,7 +490,7 @@ def build_app(settings: Settings) -> Starlette:
             dest.unlink(missing_ok=True)
             return _error(400, "an empty upload")
         job = s.queue.submit(JobRequest(action=Action.IMPORT, target=str(dest), device="cpu"))
-        return JSONResponse(job, status_code=201)
+        return JSONResponse(with_header("queued-job", job), status_code=201)
 
     def api_diff(request: Request) -> Response:
         from tracer.app.diff import diff_paths

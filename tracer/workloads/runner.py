@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from tracer.fp8.detector import Check, CheckVerdict, Where, summarize
 from tracer.errors import TargetFailed, UsageError, unknown
+from tracer.schemas import header
 from tracer.workloads.spec import Kind, WorkloadSpec
 
 
@@ -31,8 +32,8 @@ class RunReport:
     def to_json(self) -> dict[str, object]:
         s = self.spec
         return {
-            "schema": 1,  # tracer/schemas.py VERSION (`kind` here is the workload's kind, older than the header)
-            "workload": s.name, "kind": s.kind.value, "variant": s.variant.value, "config": self.config,
+            **header("workload-run"),  # schema 2: the workload's kind moved from `kind` to `workload_kind`
+            "workload": s.name, "workload_kind": s.kind.value, "variant": s.variant.value, "config": self.config,
             "shape": {"tokens": s.tokens, "hidden": s.hidden, "out_features": s.out_dim},
             "layers": s.layers, "microbatches": s.microbatches, "checkpointing": s.checkpointing,
             "steps": s.steps, "seed": s.seed, "device": self.device, "seconds": round(self.seconds, 3),

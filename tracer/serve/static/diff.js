@@ -35,10 +35,11 @@ function block(title, part) {
 async function main() {
   const a = q.get("a"), b = q.get("b");
   try {
-    const [sa, sb] = await Promise.all([api(`/api/runs/${encodeURIComponent(a)}/summary`), api(`/api/runs/${encodeURIComponent(b)}/summary`)]);
+    const [sa, sb] = (await Promise.all([api(`/api/runs/${encodeURIComponent(a)}/summary`),
+                                         api(`/api/runs/${encodeURIComponent(b)}/summary`)])).map(s => s.run);
     document.getElementById("title").textContent = `${sa.path} → ${sb.path}`;
     const d = await api(`/api/diff?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`);
-    document.getElementById("meta").textContent = `${d.kind} · ` + (d.no_change ? "no change the diff can show" : "changes below") +
+    document.getElementById("meta").textContent = `${d.compared} · ` + (d.no_change ? "no change the diff can show" : "changes below") +
       ` · matching: ${d.matching}` + (d.same_input ? " · the same input" : "");
     const sides = table(["side", "path", "complete", "size", "steps", "notes"], [["A", d.a.path, d.a.complete ? "yes" : "NO", d.a.size, d.a.steps, d.a.notes.join("; ")],
       ["B", d.b.path, d.b.complete ? "yes" : "NO", d.b.size, d.b.steps, d.b.notes.join("; ")]]);

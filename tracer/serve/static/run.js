@@ -155,7 +155,8 @@ function campaignMatters(v) {
 async function main() {
   let summary;
   try {
-    summary = await api(`/api/runs/${runId}/summary`);
+    const s = await api(`/api/runs/${runId}/summary`);  // {schema, kind: "run-summary", run: the index row, files}
+    summary = { ...s.run, files: s.files };
   } catch (e) { showError(e); return; }
   document.getElementById("title").textContent = summary.path;
   document.getElementById("meta").textContent = `${summary.kind} · ${summary.status} · ${fmtTime(summary.created)}` +
