@@ -31,8 +31,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> None:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha {args.alpha}: must be between 0 and 1, e.g. 0.05")
-    if args.fail_on_regression is not None and args.fail_on_regression < 0:
-        raise UsageError(f"--fail-on-regression {args.fail_on_regression}: a percentage of 0 or more, e.g. 5")
+    if args.fail_on_regression is not None and not 0 <= args.fail_on_regression < float("inf"):  # NaN never trips the gate
+        raise UsageError(f"--fail-on-regression {args.fail_on_regression}: a finite percentage of 0 or more, e.g. 5")
     if args.fail_on_new_hazard and not args.hazards:
         raise UsageError("--fail-on-new-hazard needs the hazard comparison: drop --no-hazards")
     outs = [p for p in (args.html, args.plot) if p is not None]
