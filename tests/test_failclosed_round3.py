@@ -184,3 +184,29 @@ def test_a_process_trace_that_is_not_a_file_is_named(tmp_path: Path, capsys: pyt
     words = {"socket": "is a socket, not a process trace", "fifo": "is a FIFO, not a process trace",
              "loop": "Too many levels of symbolic links"}[kind]
     assert code == 6 and words in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [["kernels", "config", "--shape", "\u00b2x4"], ["run", "linear_backward", "--shape", "\u00b2x4"],
+                                  ["kernels", "config", "--shape", "99999999999x99999999999"]])
+def test_shapes_take_ascii_digits_within_a_bound(capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    """str.isdigit accepts '\u00b2', which int() refuses (exit 70); a 10^11-row shape printed 3.9e19 tiles."""
+    code, out, err = _run(argv, capsys)
+    assert code == 2 and out == "" and "shape" in err and err.count("\n") == 1
+
+
+def test_a_sarif_location_with_a_non_ascii_digit_line_is_left_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A sanitizer XML whose <line> is '\u00b2' crashed the SARIF writer (exit 70)."""
+    src = DATA / "sanitizer" / "unfiltered-1024" / "memcheck-planted_oob"
+    xml = src.with_suffix(".xml").read_text()
+    assert "<line>" in xml
+    (tmp_path / "m.xml").write_text(__import__("re").sub(r"<line>\d+</line>", "<line>\u00b2</line>", xml))
+    shutil.copy(src.with_suffix(".log"), tmp_path / "m.log")
+    code, _, err = _run(["sanitize", "import", str(tmp_path / "m.xml"), "--sarif", str(tmp_path / "s.sarif")], capsys)
+    assert code == 1 and "internal error" not in err and (tmp_path / "s.sarif").is_file()
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-1"])
+def test_a_regression_gate_that_could_never_trip_is_refused(capsys: pytest.CaptureFixture[str], value: str) -> None:
+    """--fail-on-regression nan was accepted: no slowdown compares above NaN, so the CI gate passed everything."""
+    code, out, err = _run(["diff", str(CTD), str(CTD), "--fail-on-regression", value], capsys)
+    assert code == 2 and out == "" and "finite percentage" in err
