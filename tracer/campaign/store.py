@@ -118,17 +118,20 @@ class Store:
 
     def require_campaign(self) -> None:
         """A store read for status or a report names its campaign and holds its cells (`init` writes
-        both in one transaction): one without them is damaged, never a campaign of no cells."""
+        both in one transaction), and every trial belongs to one of them: a store that breaks any of
+        these is damaged, never a campaign of no cells or of cells without trials."""
         try:
             names = self.con.execute("SELECT count(*) FROM campaign WHERE key = 'name' AND typeof(value) = 'text'").fetchone()[0]
             cells = self.con.execute("SELECT count(*) FROM cells").fetchone()[0]
+            orphans = self.con.execute("SELECT count(*) FROM trials WHERE cell_id NOT IN (SELECT id FROM cells)").fetchone()[0]
         except sqlite3.DatabaseError as exc:
             raise TraceFormatError(f"{self.path}: {open_problem(self.path, exc)}") from exc
-        if names != 1 or cells == 0:
+        if names != 1 or cells == 0 or orphans:
             self.con.close()
-            what = "no campaign name" if names != 1 else "no cells"
-            raise TraceFormatError(f"{self.path}: the store holds {what} (a campaign run writes its name and cells first): "
-                                   "damaged or never initialised")
+            what = ("no campaign name" if names != 1 else "no cells" if cells == 0
+                    else f"{orphans} trial(s) of no cell it names")
+            raise TraceFormatError(f"{self.path}: the store holds {what}: damaged, or never initialised (a campaign run "
+                                   "writes its name and cells before any trial)")
 
     def tx(self) -> _Tx:
         return _Tx(self.con, self.path)
