@@ -783,6 +783,13 @@ def store_sql(*statements: str) -> Setup:
     return make
 
 
+def _sql_on(path: Path, *statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        for st in statements:
+            con.execute(st)
+        con.commit()
+
+
 def round_three_cases() -> list[Case]:
     an, kern = ["trace", "analyze"], "CUPTI_ACTIVITY_KIND_KERNEL"
     xml = str(SAN / "memcheck-planted_oob.xml")
@@ -899,6 +906,15 @@ def round_three_cases() -> list[Case]:
              "99999999999x99999999999"], (2,)),
         Case("misleading messages", "diff --fail-on-regression nan (a gate that never trips)", ["diff", str(CTD), str(CTD),
              "--fail-on-regression", "nan"], (2,)),
+        Case("campaign stores", "a run store whose trials point at no cell", ["campaign", "report", "{d}/s.sqlite"], (6,),
+             both(stored_store("0"), lambda d: _sql_on(d / "s.sqlite", "UPDATE trials SET cell_id = 999")),
+             after=says("of no cell it names")),
+        Case("damaged traces", "Kineto kernels without args.stream (all on 'stream -1'), --fail-on-unordered",
+             [*an, "{d}/t.json", "--fail-on-unordered"], (6,), kineto(lambda doc: doc["traceEvents"][2]["args"].pop("stream"))),
+        Case("damaged traces", "Kineto kernel without args.device", [*an, "{d}/t.json"], (6,),
+             kineto(lambda doc: doc["traceEvents"][2]["args"].pop("device"))),
+        Case("special files as input", "sanitize import m.xml whose m.log beside it is a FIFO", ["sanitize", "import", "{d}/m.xml"], (6,),
+             both(copy(SAN / "memcheck-clean.xml", "m.xml"), fifo("m.log")), after=says("is a FIFO")),
         Case("misleading messages", "memcheck text naming at::native::k<at::Half>(float *, int)", ["sanitize", "import",
              "{d}/memcheck.log", "--json"], (1,), write("memcheck.log", log.replace("at cast_transpose+",
                                                                                     "at at::native::k<at::Half>(float *, int)+")),
@@ -1036,7 +1052,7 @@ writes the XML, text and exit code it is told to, hangs or kills itself), a file
 A case is **handled** when its exit code is the expected one (0 clean or ordered, 1 findings or a
 non-clean verdict, 2 usage or profile error, 6 bad input file, 8 timeout, 9 output not written),
 nothing escaped as a traceback, and an error is one line (argparse's own errors print their usage
-line first). Cases of round two also check what is left afterwards (the input unchanged, no file
+line first). Cases of rounds two and three also check what is left afterwards (the input unchanged, no file
 created, no raw control or bidi character on stdout or stderr, the SVG parses as XML, the message
 says what it must): a failed check is shown as what the case gets. A row marked **no** is a bug to
 fix, not documented behaviour.

@@ -210,3 +210,49 @@ def test_a_regression_gate_that_could_never_trip_is_refused(capsys: pytest.Captu
     """--fail-on-regression nan was accepted: no slowdown compares above NaN, so the CI gate passed everything."""
     code, out, err = _run(["diff", str(CTD), str(CTD), "--fail-on-regression", value], capsys)
     assert code == 2 and out == "" and "finite percentage" in err
+
+
+def test_a_store_with_trials_of_no_cell_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Trials moved to a cell id the store does not hold vanished from the report ('no trials', exit 0)."""
+    from tracer.campaign.store import Store
+
+    _store(tmp_path / "s.sqlite")
+    store = Store.open(tmp_path / "s.sqlite")
+    cell = store.cells()[0].cell_id
+    store.con.execute("INSERT INTO trials (cell_id, trial, failed, crashed, gpu) VALUES (?, 0, 1, 0, 'cpu')", (cell,))
+    store.close()
+    assert _run(["campaign", "report", str(tmp_path / "s.sqlite")], capsys)[0] == 0
+    with sqlite3.connect(tmp_path / "s.sqlite") as con:
+        con.execute("UPDATE trials SET cell_id = 999")
+    code, out, err = _run(["campaign", "report", str(tmp_path / "s.sqlite")], capsys)
+    assert code == 6 and out == "" and "1 trial(s) of no cell it names" in err
+
+
+@pytest.mark.parametrize("key", ["stream", "device"])
+def test_a_kineto_gpu_operation_without_its_stream_or_device_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                        key: str) -> None:
+    """Kernels without args.stream all landed on 'stream -1' and were judged by stream order (exit 0)."""
+    import json
+
+    events = []
+    for i in range(2):
+        events += [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 10 + 30 * i, "dur": 5,
+                    "args": {"correlation": i + 1}},
+                   {"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7 + i, "ts": 20 + 30 * i, "dur": 10,
+                    "args": {"device": 0, "stream": 7 + 6 * i, "correlation": i + 1}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    code, out, _ = _run(["trace", "analyze", str(tmp_path / "t.json"), "--fail-on-unordered"], capsys)
+    assert code == 1 and "UNORDERED" in out  # two streams, no sync: the intact trace has its unordered pair
+    for e in events[1::2]:
+        del e["args"][key]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    code, out, err = _run(["trace", "analyze", str(tmp_path / "t.json"), "--fail-on-unordered"], capsys)
+    assert code == 6 and f"'{key}' is None (allowed: an integer)" in err
+
+
+def test_a_text_log_beside_the_xml_that_is_a_fifo_is_named(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A FIFO m.log beside m.xml was read as 'no text output' (verdict no-errors-recorded)."""
+    shutil.copy(DATA / "sanitizer" / "unfiltered-1024" / "memcheck-clean.xml", tmp_path / "m.xml")
+    os.mkfifo(tmp_path / "m.log")
+    code, out, err = _run(["sanitize", "import", str(tmp_path / "m.xml")], capsys)
+    assert code == 6 and "m.log is a FIFO" in err
