@@ -714,8 +714,217 @@ def message_cases() -> list[Case]:
     ]
 
 
+# -- round three (issue 25): new members of each class, tried on copies of real outputs ---------
+
+NSYS_EXPORT = DATA / "nsys" / "planted_cross_stream.sqlite"
+NOT_UTF8 = os.fsdecode(b"t\xff.sqlite")
+FORMAT_CHARS = ["e\u202efdp.exe", "zero\u200bwidth", "tag\U000e0041", "soft\u00adhyphen", "iso\u2066late", "nul\x00", "esc\x1b[2J"]
+INVISIBLE = "\u202e\u200b\U000e0041\u00ad\u2066\x00\x1b"
+
+
+def no_invisible(name: str | None = None) -> Callable[[Path, str], str]:
+    """No format, bidi, NUL or ESC character raw on the terminal (and in the named file)."""
+    def check(d: Path, text: str) -> str:
+        where = [("the terminal", text)] + ([(name, (d / name).read_text(errors="replace"))] if name else [])
+        for label, body in where:
+            bad = sorted({f"U+{ord(c):04X}" for c in body if c in INVISIBLE})
+            if bad:
+                return f"raw {', '.join(bad)} in {label}"
+        return ""
+    return check
+
+
+def socket_at(path: Path) -> None:
+    import socket
+
+    sock = socket.socket(socket.AF_UNIX)
+    sock.bind(str(path))
+    HELD.append(sock)
+
+
+def replaced_by(make: Callable[[Path], object]) -> Callable[[Path], object]:
+    def change(path: Path) -> None:
+        path.unlink()
+        make(path)
+    return change
+
+
+def deep_nvtx(n: int) -> Setup:
+    """The real nsys export with n NVTX ranges nested around its first one."""
+    def make(d: Path) -> None:
+        from tests.trace_synthetic import copy_with
+        copy_with(NSYS_EXPORT, d / "t.sqlite")
+        with contextlib.closing(sqlite3.connect(d / "t.sqlite")) as con:
+            tid, s0, e0 = con.execute("SELECT globalTid, start, end FROM NVTX_EVENTS WHERE eventType = 59 LIMIT 1").fetchone()
+            con.executemany("INSERT INTO NVTX_EVENTS (start, end, eventType, text, globalTid) VALUES (?, ?, 59, ?, ?)",
+                            [(s0 - n + i, e0 + n - i, f"level{i}", tid) for i in range(n)])
+            con.commit()
+    return make
+
+
+def ncu_changed(change: Callable[[list[list[str]]], list[list[str]]]) -> Setup:
+    def make(d: Path) -> None:
+        import csv
+
+        rows = change(list(csv.reader(io.StringIO(NCU.read_text(encoding="utf-8-sig")))))
+        out = io.StringIO()
+        csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\n").writerows(rows)
+        (d / "r.csv").write_text(out.getvalue())
+    return make
+
+
+def store_sql(*statements: str) -> Setup:
+    def make(d: Path) -> None:
+        _store(d / "s.sqlite")
+        with contextlib.closing(sqlite3.connect(d / "s.sqlite")) as con:
+            for st in statements:
+                con.execute(st)
+            con.commit()
+    return make
+
+
+def _sql_on(path: Path, *statements: str) -> None:
+    with contextlib.closing(sqlite3.connect(path)) as con:
+        for st in statements:
+            con.execute(st)
+        con.commit()
+
+
+def round_three_cases() -> list[Case]:
+    an, kern = ["trace", "analyze"], "CUPTI_ACTIVITY_KIND_KERNEL"
+    xml = str(SAN / "memcheck-planted_oob.xml")
+    log = (SAN / "memcheck-planted_oob.log").read_text()
+    ctx = f"UPDATE {kern} SET contextId = 2 WHERE rowid % 2 = 0"
+    imp = ["profile", "import", "{d}/r.csv", "-o", "{d}/run"]
+    return [
+        Case("file names as URIs", "a trace whose name is not UTF-8 (b't\\xff.sqlite')", [*an, f"{{d}}/{NOT_UTF8}"], (0,),
+             copy(CTD, NOT_UTF8), after=only(NOT_UTF8)),
+        Case("file names as URIs", "the same name given to report -o", ["report", str(CTD), "-o", "{d}/" + os.fsdecode(b"r\xff.html")],
+             (0,)),
+        Case("file names as URIs", "a missing trace named with bidi, C1, zero-width and tag characters",
+             [*an, "{d}/a\u202e\x85\x9b2J\u200b\U000e0041.sqlite"], (6,), after=no_invisible()),
+        Case("file names as URIs", "a trace named T.SQLITE (upper-case suffix)", [*an, "{d}/T.SQLITE"], (0,), copy(CTD, "T.SQLITE")),
+        Case("damaged traces", "two contexts of one process share stream 7 (tracer capture), --fail-on-unordered",
+             [*an, "{d}/t.sqlite", "--fail-on-unordered"], (6,), sql("t.sqlite", ctx), after=says("stream ids are per context")),
+        Case("damaged traces", "the same in a real nsys export", [*an, "{d}/t.sqlite", "--fail-on-unordered"], (6,),
+             copy_sql(NSYS_EXPORT, "t.sqlite", ctx), after=says("stream ids are per context")),
+        Case("damaged traces", "two-process export with globalPid NULL on half the kernels", [*an, "{d}/t.sqlite"], (6,),
+             copy_sql(DATA / "nsys" / "nsys_two_procs.sqlite", "t.sqlite", f"UPDATE {kern} SET globalPid = NULL WHERE rowid % 2 = 0")),
+        Case("damaged traces", "kernel table replaced by an empty view, --fail-on-unordered", [*an, "{d}/t.sqlite", "--fail-on-unordered"],
+             (6,), copy_sql(NSYS_EXPORT, "t.sqlite", f"ALTER TABLE {kern} RENAME TO k0", f"CREATE VIEW {kern} AS SELECT * FROM k0 WHERE 0")),
+        Case("damaged traces", "a kernel with start and end swapped", [*an, "{d}/t.sqlite"], (6,),
+             copy_sql(NSYS_EXPORT, "t.sqlite", f"UPDATE {kern} SET start = end, end = start WHERE rowid = 3")),
+        Case("damaged traces", "Kineto kernel with a negative dur", [*an, "{d}/t.json"], (6,), kineto(lambda doc: _set(doc, 2, "dur", -5))),
+        Case("damaged traces", "Kineto stream as the string '7'", [*an, "{d}/t.json"], (6,),
+             kineto(lambda doc: doc["traceEvents"][2]["args"].__setitem__("stream", "7"))),
+        Case("damaged traces", "Kineto correlation 10**40 (beyond int64)", [*an, "{d}/t.json"], (6,),
+             write("t.json", json.dumps(KINETO).replace('"correlation": 1}', '"correlation": 1' + "0" * 40 + "}"))),
+        Case("damaged traces", "Kineto events in reverse order", [*an, "{d}/t.json"], (0,), kineto(lambda doc: doc["traceEvents"].reverse())),
+        Case("campaign stores", "a store whose cells were deleted", ["campaign", "report", "{d}/s.sqlite"], (6,),
+             store_sql("DELETE FROM cells"), after=says("no cells")),
+        Case("campaign stores", "a store whose campaign table was emptied", ["campaign", "status", "{d}/s.sqlite"], (6,),
+             store_sql("DELETE FROM campaign"), after=says("no campaign name")),
+        Case("campaign stores", "a store whose trials table is a view", ["campaign", "report", "{d}/s.sqlite"], (6,),
+             store_sql("ALTER TABLE trials RENAME TO t0", "CREATE VIEW trials AS SELECT * FROM t0")),
+        Case("tracebacks", "ncu CSV naming one column twice", imp, (6,), ncu_changed(lambda r: [row + [row[0]] for row in r]),
+             after=says("appears 2 times")),
+        Case("tracebacks", "ncu CSV giving one launch ID twice", imp, (6,),
+             ncu_changed(lambda r: [*r[:3], [r[2][0], *r[3][1:]], *r[4:]]), after=says("given twice")),
+        Case("tracebacks", "ncu CSV of header rows only", imp, (6,), ncu_changed(lambda r: r[:2])),
+        Case("duplicate keys", "suppression rule without `kernel:`", ["sanitize", "import", xml, "--suppressions", "{d}/s.yaml"], (2,),
+             write("s.yaml", "schema: 1\nsuppressions:\n  - id: x\n    tool: memcheck\n    kind: '*'\n    reason: r\n")),
+        Case("duplicate keys", "suppression rule with `tool: '*'`", ["sanitize", "import", xml, "--suppressions", "{d}/s.yaml"], (2,),
+             write("s.yaml", "schema: 1\nsuppressions:\n  - id: x\n    tool: '*'\n    kind: '*'\n    kernel: '*'\n    reason: r\n")),
+        Case("campaign profiles", "trials_per_cell: true (a YAML bool)", ["campaign", "run", "{d}/c.yaml", "-o", "{d}/s.sqlite",
+             "--no-progress"], (2,), write("c.yaml", CAMPAIGN.replace("trials_per_cell: 4", "trials_per_cell: true"))),
+        Case("campaign profiles", "variants: [no, none] (`no` is a YAML bool)", ["campaign", "run", "{d}/c.yaml", "--no-progress"], (2,),
+             write("c.yaml", CAMPAIGN.replace("[none, device_before_atomic]", "[no, none]"))),
+        Case("campaign profiles", "name: !!binary", ["campaign", "run", "{d}/c.yaml", "--no-progress"], (2,),
+             write("c.yaml", CAMPAIGN.replace("name: t", "name: !!binary aGk="))),
+        Case("campaign profiles", "a merge key (<<) of an alias bomb", ["campaign", "run", "{d}/c.yaml", "--no-progress"], (2,),
+             write("c.yaml", CAMPAIGN + BOMB.replace("a:", "x1:", 1) + "extra: {<<: *i}\n")),
+        Case("campaign profiles", "two YAML documents", ["campaign", "run", "{d}/c.yaml", "--no-progress"], (2,),
+             write("c.yaml", CAMPAIGN + "---\n" + CAMPAIGN)),
+        Case("outputs over inputs", "diff a.sqlite B --html a.sqlite", ["diff", "{d}/a.sqlite", str(CTD), "--html", "{d}/a.sqlite"], (2,),
+             copy(CTD, "a.sqlite"), after=unchanged("a.sqlite", CTD)),
+        Case("outputs over inputs", "diff A b.sqlite --plot (a symlink to b.sqlite)", ["diff", str(CTD), "{d}/b.sqlite", "--plot",
+             "{d}/p.svg"], (2,), both(copy(CTD, "b.sqlite"), link("p.svg", "b.sqlite")), after=unchanged("b.sqlite", CTD)),
+        Case("outputs over inputs", "report -o new/ (a name ending in '/')", ["report", str(CTD), "-o", "{d}/new/"], (2,), after=only()),
+        Case("outputs over inputs", "trace export -o the input through a symlinked folder", ["trace", "export", "{d}/t.sqlite",
+             "--perfetto", "-o", "{d}/ln/t.sqlite"], (2,), both(copy(CTD, "t.sqlite"), link("ln", ".")), after=unchanged("t.sqlite", CTD)),
+        Case("outputs over inputs", "plot ablation a.svg -o a.svg (a JSON named .svg)", ["plot", "ablation", "{d}/a.svg", "-o",
+             "{d}/a.svg"], (2,), copy(DEMO / "campaign.json", "a.svg"), after=unchanged("a.svg", DEMO / "campaign.json")),
+        Case("outputs over inputs", "campaign run c.yaml -o c.yaml", ["campaign", "run", "{d}/c.yaml", "-o", "{d}/c.yaml", "--no-progress"],
+             (2,), write("c.yaml", CAMPAIGN), after=lambda d, _: "" if (d / "c.yaml").read_text() == CAMPAIGN else "c.yaml was overwritten"),
+        Case("outputs over inputs", "sanitize import m.xml --junit m.log (the log read beside it)", ["sanitize", "import", "{d}/m.xml",
+             "--junit", "{d}/m.log"], (2,), both(copy(SAN / "memcheck-planted_oob.xml", "m.xml"),
+                                                  copy(SAN / "memcheck-planted_oob.log", "m.log")),
+             after=unchanged("m.log", SAN / "memcheck-planted_oob.log")),
+        Case("outputs over inputs", "report -o a socket", ["report", str(CTD), "-o", "{d}/s.html"], (2,),
+             lambda d: socket_at(d / "s.html"), after=says("is a socket")),
+        Case("outputs over inputs", "report -o /proc/self/fd/1 (2 when stdout is a pipe; 9 when a file: /proc takes no new name)",
+             ["report", str(CTD), "-o", "/proc/self/fd/1"], (2, 9)),
+        Case("run directories", "procs/X.sqlite is a socket", [*an, "{d}/run"], (6,),
+             job_with(lambda r: replaced_by(socket_at)(r / "procs" / "vm-2580-r0.sqlite")), after=says("is a socket")),
+        Case("run directories", "procs/X.sqlite is a symlink loop", [*an, "{d}/run"], (6,),
+             job_with(lambda r: _replace(r / "procs" / "vm-2580-r0.sqlite", target="vm-2580-r0.sqlite")),
+             after=says("Too many levels of symbolic links")),
+        Case("run directories", "procs/ is a symlink to its own run directory", [*an, "{d}/run"], (6,),
+             job_with(lambda r: (__import__("shutil").rmtree(r / "procs"), (r / "procs").symlink_to(".")))),
+        Case("run directories", "a sanitize report.json as the run's verdict.json", [*an, "{d}/run"], (0,),
+             job_with(lambda r: (r / "verdict.json").write_bytes((DEMO / "sanitize" / "report.json").read_bytes()))),
+        Case("run directories", "a marker whose pid is 1e400", [*an, "{d}/run"], (6,),
+             job_with(lambda r: _marker(r).write_text(_marker(r).read_text().replace('"pid": 2556', '"pid": 1e400')))),
+        Case("run directories", "a run folder whose Kineto trace is a FIFO", [*an, "{d}/run"], (6,),
+             lambda d: ((d / "run").mkdir(), os.mkfifo(d / "run" / "x.pt.trace.json"))[0], after=says("is a FIFO")),
+        Case("run directories", "a run folder whose trace.sqlite is a folder", [*an, "{d}/run"], (6,),
+             lambda d: (d / "run" / "trace.sqlite").mkdir(parents=True), after=says("is a directory")),
+        Case("scale", "NVTX ranges nested 50,000 deep: plot stream-timeline", ["plot", "stream-timeline", "{d}/t.sqlite", "-o",
+             "{d}/t.png"], (0,), deep_nvtx(50_000)),
+        Case("scale", "the same: report", ["report", "{d}/t.sqlite", "-o", "{d}/r.html"], (0,), deep_nvtx(50_000)),
+        Case("scale", "a 50 MB kernel name", [*an, "{d}/t.sqlite"], (0,), copy_sql(NSYS_EXPORT, "t.sqlite",
+             f"UPDATE StringIds SET value = printf('%.*c', 50000000, 'x') WHERE id = (SELECT demangledName FROM {kern} LIMIT 1)")),
+        Case("names on terminals and pictures", "format characters (zero-width, tag, isolate, soft hyphen): report HTML",
+             ["report", "{d}/t.json", "-o", "{d}/r.html"], (0,), kineto_named(FORMAT_CHARS), after=no_invisible("r.html")),
+        Case("names on terminals and pictures", "the same: diff --html", ["diff", "{d}/t.json", "{d}/t.json", "--html", "{d}/r.html"],
+             (0,), kineto_named(FORMAT_CHARS), after=no_invisible("r.html")),
+        Case("names on terminals and pictures", "the same: trace analyze", [*an, "{d}/t.json"], (0,), kineto_named(FORMAT_CHARS),
+             after=no_invisible()),
+        Case("names on terminals and pictures", "the same: stream-timeline SVG", ["plot", "stream-timeline", "{d}/t.json", "-o",
+             "{d}/t.svg"], (0,), kineto_named(FORMAT_CHARS), after=svg_parses("t.svg")),
+        Case("names on terminals and pictures", "sanitizer log kernel with bidi and ESC: --junit", ["sanitize", "import",
+             "{d}/memcheck.log", "--junit", "{d}/j.xml"], (1,), write("memcheck.log", log.replace("at cast_transpose+",
+                                                                                              "at c\u202e\x1bz\u200b+")),
+             after=svg_parses("j.xml")),
+        Case("tracebacks", "kernels config --shape '\u00b2x4' (a digit to str.isdigit, not to int())", ["kernels", "config", "--shape",
+             "\u00b2x4"], (2,)),
+        Case("tracebacks", "run linear_backward --shape '\u00b2x4'", ["run", "linear_backward", "--shape", "\u00b2x4"], (2,)),
+        Case("tracebacks", "sanitizer XML whose <line> is '\u00b2', --sarif", ["sanitize", "import", "{d}/m.xml", "--sarif", "{d}/s.sarif"],
+             (1,), both(write("m.xml", __import__("re").sub(r"<line>\d+</line>", "<line>\u00b2</line>",
+                                                            (SAN / "memcheck-planted_oob.xml").read_text())),
+                        copy(SAN / "memcheck-planted_oob.log", "m.log"))),
+        Case("misleading messages", "kernels config --shape 99999999999x99999999999", ["kernels", "config", "--shape",
+             "99999999999x99999999999"], (2,)),
+        Case("misleading messages", "diff --fail-on-regression nan (a gate that never trips)", ["diff", str(CTD), str(CTD),
+             "--fail-on-regression", "nan"], (2,)),
+        Case("campaign stores", "a run store whose trials point at no cell", ["campaign", "report", "{d}/s.sqlite"], (6,),
+             both(stored_store("0"), lambda d: _sql_on(d / "s.sqlite", "UPDATE trials SET cell_id = 999")),
+             after=says("of no cell it names")),
+        Case("damaged traces", "Kineto kernels without args.stream (all on 'stream -1'), --fail-on-unordered",
+             [*an, "{d}/t.json", "--fail-on-unordered"], (6,), kineto(lambda doc: doc["traceEvents"][2]["args"].pop("stream"))),
+        Case("damaged traces", "Kineto kernel without args.device", [*an, "{d}/t.json"], (6,),
+             kineto(lambda doc: doc["traceEvents"][2]["args"].pop("device"))),
+        Case("special files as input", "sanitize import m.xml whose m.log beside it is a FIFO", ["sanitize", "import", "{d}/m.xml"], (6,),
+             both(copy(SAN / "memcheck-clean.xml", "m.xml"), fifo("m.log")), after=says("is a FIFO")),
+        Case("misleading messages", "memcheck text naming at::native::k<at::Half>(float *, int)", ["sanitize", "import",
+             "{d}/memcheck.log", "--json"], (1,), write("memcheck.log", log.replace("at cast_transpose+",
+                                                                                    "at at::native::k<at::Half>(float *, int)+")),
+             after=says("at::native::k<at::Half>(float *, int)")),
+    ]
+
+
 CORPUS = (sanitizer_cases, tool_fault_cases, trace_cases, damaged_cases, picture_cases, profile_cases, campaign_cases,
-          full_disk_cases, path_cases, output_cases, reader_cases, name_cases, message_cases)
+          full_disk_cases, path_cases, output_cases, reader_cases, name_cases, message_cases, round_three_cases)
 
 
 # -- running ------------------------------------------------------------------------------------
@@ -844,7 +1053,7 @@ writes the XML, text and exit code it is told to, hangs or kills itself), a file
 A case is **handled** when its exit code is the expected one (0 clean or ordered, 1 findings or a
 non-clean verdict, 2 usage or profile error, 6 bad input file, 8 timeout, 9 output not written),
 nothing escaped as a traceback, and an error is one line (argparse's own errors print their usage
-line first). Cases of round two also check what is left afterwards (the input unchanged, no file
+line first). Cases of rounds two and three also check what is left afterwards (the input unchanged, no file
 created, no raw control or bidi character on stdout or stderr, the SVG parses as XML, the message
 says what it must): a failed check is shown as what the case gets. A row marked **no** is a bug to
 fix, not documented behaviour.

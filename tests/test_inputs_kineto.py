@@ -90,7 +90,7 @@ BAD = {
     "timestamp past int64": (_trace([_event(ts=10 ** 19)]), r"'ts' is 10000000000000000000"),
     "missing name": (_trace([_event(name=None)]), r"'name' is None \(allowed: a string\)"),
     "args as a list": (_trace([_event(args=[1, 2])]), r"'args' is list \(allowed: an object\)"),
-    "stream as a string": (_trace([_event(args={"stream": "7", "correlation": 1})]), r"'stream' is '7' \(allowed: an integer\)"),
+    "stream as a string": (_trace([_event(args={"device": 0, "stream": "7", "correlation": 1})]), r"'stream' is '7' \(allowed: an integer\)"),
     "event that is a list": (_trace([[1]]), r"traceEvents\[0\]: is list, not an event object"),
     "second event bad": (_trace([_event(), {"ph": "X", "cat": "cuda_runtime", "name": "x", "ts": 1, "dur": 1, "tid": "main"}]),
                          r"traceEvents\[1\]: 'tid' is 'main'"),

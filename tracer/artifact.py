@@ -219,6 +219,17 @@ def _profile_run(path: Path) -> bool:
     return is_profile_run(path)
 
 
+RUN_DIR_NAMES = ("trace.sqlite", "report.json", "profile.json")
+
+
+def _name_special_entries(folder: Path) -> None:
+    """A folder read as no run directory because its trace (trace.sqlite, report.json, profile.json,
+    a Kineto *.json) is a FIFO, socket, device, folder or broken symlink: that entry is named."""
+    for entry in sorted(folder.iterdir()):
+        if entry.name in RUN_DIR_NAMES or entry.name.lower().endswith((".json", ".json.gz")):
+            check_file(entry, "a trace or run file")
+
+
 def open_artifact(path: Path) -> Artifact:
     if _profile_run(path):
         return open_profile(path)
@@ -235,6 +246,7 @@ def open_artifact(path: Path) -> Artifact:
 
         if is_kineto_dir(path):
             return JobRun(path=path, run_dir=path, processes=kineto_processes(path), pair_spec=None, environment=None)
+        _name_special_entries(path)
         raise TraceFormatError(f"{path}: not a run directory (no trace.sqlite, procs/, report.json, profile.json or "
                                "PyTorch profiler traces in it)")
     if not os.path.lexists(path):

@@ -1,8 +1,9 @@
 """The one name sanitiser for what tracer prints and draws. Names come from the traced program
 (NVTX ranges, kernels, Kineto events, labels, file names, product versions) and reach a terminal:
 control characters (ESC clears a screen, CR overwrites a line, a newline forges a verdict line),
-C1 controls, bidi overrides, line separators and lone surrogates are shown escaped (`\\x1b`,
-`\\n`, `\\u202e`), so every line a view prints is the one it meant. The escaped text is also valid
+C1 controls, format characters (bidi overrides, zero-width characters, invisible tag letters), line
+separators and lone surrogates are shown escaped (`\\x1b`, `\\n`, `\\u202e`, `\\U000e0041`), so
+every line a view prints is the one it meant. The escaped text is also valid
 XML (an SVG's text) and, with `$` escaped, plain text for matplotlib (no mathtext). JSON output
 keeps the raw names: json.dumps escapes what JSON needs."""
 from __future__ import annotations
@@ -13,12 +14,18 @@ from collections.abc import Callable, Iterable
 from typing import Any, TextIO
 
 _NAMED = {0x09: "\\t", 0x0A: "\\n", 0x0D: "\\r"}
-_BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A), 0x2028, 0x2029)
+_SPANS = ((0x0600, 0x0605), (0x0890, 0x0891), (0x200B, 0x200F), (0x202A, 0x202E), (0x2060, 0x2064), (0x2066, 0x206F),
+          (0xFFF9, 0xFFFB), (0x13430, 0x1343F), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A), (0xE0020, 0xE007F))
+# Unicode's format characters (category Cf: bidi overrides, zero-width spaces and joiners, the soft
+# hyphen, invisible tag letters) and the line and paragraph separators: invisible, or moving text.
+_FORMAT = (0x00AD, 0x061C, 0x06DD, 0x070F, 0x08E2, 0x180E, 0x2028, 0x2029, 0xFEFF, 0x110BD, 0x110CD, 0xE0001,
+           *(c for lo, hi in _SPANS for c in range(lo, hi + 1)))
 
 
 def _table() -> dict[int, str]:
     table = {c: _NAMED.get(c, f"\\x{c:02x}") for c in range(0x20)}
-    table.update({c: f"\\u{c:04x}" for c in (*range(0x7F, 0xA0), *_BIDI, *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)})
+    table.update({c: f"\\u{c:04x}" if c <= 0xFFFF else f"\\U{c:08x}"
+                  for c in (*range(0x7F, 0xA0), *_FORMAT, *range(0xD800, 0xE000), 0xFFFE, 0xFFFF)})
     return table
 
 

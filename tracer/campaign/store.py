@@ -78,7 +78,9 @@ class Store:
         elif not create:
             raise UsageError(f"{path}: no campaign store here (run `tracer campaign run PROFILE -o {path}` first)")
         if readonly:
-            return cls(path, _read_only(path))
+            store = cls(path, _read_only(path))
+            store.require_campaign()
+            return store
         lock = run_lock(path) if exclusive else None
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -113,6 +115,23 @@ class Store:
                                  "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", (c.key, c.label, c.workload, c.variant, c.config, c.shape,
                                                                     c.dtype, spec.trials_per_cell))
                 self.con.execute("UPDATE cells SET trials_target = ? WHERE key = ?", (spec.trials_per_cell, c.key))
+
+    def require_campaign(self) -> None:
+        """A store read for status or a report names its campaign and holds its cells (`init` writes
+        both in one transaction), and every trial belongs to one of them: a store that breaks any of
+        these is damaged, never a campaign of no cells or of cells without trials."""
+        try:
+            names = self.con.execute("SELECT count(*) FROM campaign WHERE key = 'name' AND typeof(value) = 'text'").fetchone()[0]
+            cells = self.con.execute("SELECT count(*) FROM cells").fetchone()[0]
+            orphans = self.con.execute("SELECT count(*) FROM trials WHERE cell_id NOT IN (SELECT id FROM cells)").fetchone()[0]
+        except sqlite3.DatabaseError as exc:
+            raise TraceFormatError(f"{self.path}: {open_problem(self.path, exc)}") from exc
+        if names != 1 or cells == 0 or orphans:
+            self.con.close()
+            what = ("no campaign name" if names != 1 else "no cells" if cells == 0
+                    else f"{orphans} trial(s) of no cell it names")
+            raise TraceFormatError(f"{self.path}: the store holds {what}: damaged, or never initialised (a campaign run "
+                                   "writes its name and cells before any trial)")
 
     def tx(self) -> _Tx:
         return _Tx(self.con, self.path)

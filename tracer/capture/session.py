@@ -48,7 +48,7 @@ _session: Session | None = None
 def _env_int(names: tuple[str, ...]) -> int | None:
     for name in names:
         value = os.environ.get(name, "")
-        if value.strip().lstrip("-").isdigit():
+        if value.strip().lstrip("-").isascii() and value.strip().lstrip("-").isdigit():
             return int(value)
     return None
 

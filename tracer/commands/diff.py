@@ -7,6 +7,7 @@ from pathlib import Path
 
 from tracer.cliargs import add_pair_options, choose_pairs, open_source
 from tracer.errors import ChecksFailed, UsageError
+from tracer.store.outpath import file_output, guard_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -16,8 +17,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_pair_options(p, "A's recorded pairs, else all")
     p.add_argument("--hazards", action=argparse.BooleanOptionalAction, default=True, help="compare memory hazards (default on)")
     p.add_argument("--json", action="store_true", help="print the diff JSON (schema in docs/diff.md)")
-    p.add_argument("--html", type=Path, help="also write an HTML page here")
-    p.add_argument("--plot", type=Path, help="also write a picture here (.png or .svg): A's step over B's, changes coloured")
+    p.add_argument("--html", type=file_output, help="also write an HTML page here")
+    p.add_argument("--plot", type=file_output, help="also write a picture here (.png or .svg): A's step over B's, changes coloured")
     p.add_argument("--targets", metavar="A,B", help="profile runs: compare target (variant) A of the first with B of the second")
     p.add_argument("--alpha", type=float, default=0.05, help="significance level of the time tests (default 0.05)")
     p.add_argument("--fail-on-new-hazard", action="store_true", help="exit 1 on a hazard in B not in A, or when unknown")
@@ -30,10 +31,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def _check(args: argparse.Namespace) -> None:
     if not 0 < args.alpha < 1:
         raise UsageError(f"--alpha {args.alpha}: must be between 0 and 1, e.g. 0.05")
-    if args.fail_on_regression is not None and args.fail_on_regression < 0:
-        raise UsageError(f"--fail-on-regression {args.fail_on_regression}: a percentage of 0 or more, e.g. 5")
+    if args.fail_on_regression is not None and not 0 <= args.fail_on_regression < float("inf"):  # NaN never trips the gate
+        raise UsageError(f"--fail-on-regression {args.fail_on_regression}: a finite percentage of 0 or more, e.g. 5")
     if args.fail_on_new_hazard and not args.hazards:
         raise UsageError("--fail-on-new-hazard needs the hazard comparison: drop --no-hazards")
+    outs = [p for p in (args.html, args.plot) if p is not None]
+    for out in outs:
+        guard_output(out, [args.a, args.b])
+    if len(outs) == 2 and outs[0].resolve() == outs[1].resolve():
+        raise UsageError(f"--html and --plot both name {outs[0]}; give two files")
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

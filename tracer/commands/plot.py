@@ -6,7 +6,7 @@ from pathlib import Path
 
 from tracer.cliargs import add_pair_options, choose_pairs, open_source, open_trace_or_job
 from tracer.errors import UsageError
-from tracer.store.outpath import guard_output
+from tracer.store.outpath import file_output, guard_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -14,7 +14,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     ps = p.add_subparsers(dest="plot_command", metavar="PLOT", required=True)
     t = ps.add_parser("stream-timeline", help="one lane per stream, NVTX lanes, event edges, producer -> consumer pairs")
     t.add_argument("source", type=Path, help="run directory (a job's: lanes per rank, device, stream) or trace file")
-    t.add_argument("-o", "--output", type=Path, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
+    t.add_argument("-o", "--output", type=file_output, default=Path("timeline.png"), help=".png or .svg (default timeline.png)")
     t.add_argument("--range", help="only kernels and NVTX ranges whose range name matches this regex")
     t.add_argument("--window", help="START:END from the first GPU operation, in microseconds or with a unit (480ms:520ms); "
                    "default: the densest part of the trace")
@@ -24,11 +24,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     t.set_defaults(func=cmd_timeline)
     v = ps.add_parser("verdicts", help="tool x workload matrix of sanitizer verdicts")
     v.add_argument("sources", type=Path, nargs="+", help="`tracer sanitize` output directories or report.json files")
-    v.add_argument("-o", "--output", type=Path, default=Path("verdicts.png"), help=".png or .svg (default verdicts.png)")
+    v.add_argument("-o", "--output", type=file_output, default=Path("verdicts.png"), help=".png or .svg (default verdicts.png)")
     v.set_defaults(func=cmd_verdicts)
     a = ps.add_parser("ablation", help="failure rate per variant with 95%% intervals")
     a.add_argument("source", type=Path, help="campaign store, or JSON of variant -> trials/failures")
-    a.add_argument("-o", "--output", type=Path, default=Path("ablation.png"), help=".png or .svg (default ablation.png)")
+    a.add_argument("-o", "--output", type=file_output, default=Path("ablation.png"), help=".png or .svg (default ablation.png)")
     a.set_defaults(func=cmd_ablation)
 
 

@@ -5,13 +5,14 @@ import argparse
 from pathlib import Path
 
 from tracer.cliargs import open_source
+from tracer.store.outpath import file_output
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("report", help="one self-contained HTML page from run directories and campaign stores")
     r.add_argument("sources", type=Path, nargs="+", help="trace run dirs or files, sanitize output dirs, campaign stores, "
                    "profile run dirs")
-    r.add_argument("-o", "--output", type=Path, default=Path("report.html"), help="the HTML file to write (default report.html)")
+    r.add_argument("-o", "--output", type=file_output, default=Path("report.html"), help="the HTML file to write (default report.html)")
     r.add_argument("--range", help="timeline: only NVTX ranges matching this regex")
     r.set_defaults(func=cmd_report)
     d = sub.add_parser("demo", help="the whole product on sample data captured on an H200 (no GPU needed)")

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from tracer.errors import ChecksFailed
 from tracer.sanitize.argv import parse_tools
+from tracer.store.outpath import file_output
 
 DEFAULT_ACTION = "run"  # `tracer sanitize WORKLOAD` is `tracer sanitize run WORKLOAD`
 SHARED: dict[str, tuple[str, dict]] = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
@@ -22,8 +23,8 @@ SHARED: dict[str, tuple[str, dict]] = {  # options of several actions: flags -> 
     "--suppressions": ("ris", {"type": Path, "action": "append", "default": [], "help": "extra suppressions YAML (repeatable)"}),
     "--no-default-suppressions": ("ris", {"action": "store_true", "help": "do not load the shipped default.yaml"}),
     "--json": ("ri", {"action": "store_true", "help": "print the report as JSON"}),
-    "--junit": ("ri", {"type": Path, "help": "also write JUnit XML here"}),
-    "--sarif": ("ri", {"type": Path, "help": "also write SARIF 2.1.0 here"}),
+    "--junit": ("ri", {"type": file_output, "help": "also write JUnit XML here"}),
+    "--sarif": ("ri", {"type": file_output, "help": "also write SARIF 2.1.0 here"}),
 }
 
 
@@ -92,8 +93,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 def cmd_selftest(args: argparse.Namespace) -> int:
     from tracer.sanitize.selftest import selftest_jobs, selftest_report
 
-    text, failures = selftest_report(_run(args, selftest_jobs(args.filter == "on"), "selftest",
-                                          {"selftest": True, "filter": args.filter}))
+    text, failures = selftest_report(_run(args, selftest_jobs(args.filter == "on"), "selftest", {"selftest": True, "filter": args.filter}))
     print(text)
     if failures:
         raise ChecksFailed(f"selftest: {len(failures)} expectation(s) not met")

@@ -6,7 +6,7 @@ import json
 import sys
 from pathlib import Path
 
-from tracer.cliargs import (add_analysis_options, add_capture_options, add_workload_options, choose_pairs, hazards_wanted,
+from tracer.cliargs import (add_analysis_options, add_capture_options, add_workload_options, choose_pairs, file_output, hazards_wanted,
                             open_trace, open_trace_or_job)
 from tracer.errors import ChecksFailed
 
@@ -33,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     e = ts.add_parser("export", help="export a trace for other viewers")
     e.add_argument("source", type=Path, help="run directory or trace file")
     e.add_argument("--perfetto", action="store_true", required=True, help="Chrome trace JSON for ui.perfetto.dev")
-    e.add_argument("-o", "--output", type=Path, required=True, help="the JSON file to write")
+    e.add_argument("-o", "--output", type=file_output, required=True, help="the JSON file to write")
     e.set_defaults(func=cmd_export)
 
 

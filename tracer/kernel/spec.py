@@ -4,6 +4,7 @@ Pure: no CUDA, no torch. Everything a user can name is validated here.
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum
 
@@ -144,7 +145,7 @@ class Config:
     @classmethod
     def parse(cls, text: str) -> Config:
         parts = text.split("/")
-        if len(parts) != 2 or not all(p.isdigit() for p in parts):
+        if len(parts) != 2 or not all(p.isascii() and p.isdigit() for p in parts):
             raise UsageError(f"config {text!r} is not LOAD/STORE in bytes, e.g. 16/8 (widths: {', '.join(map(str, WIDTHS))})")
         return cls(int(parts[0]), int(parts[1]))
 
@@ -243,9 +244,12 @@ class KernelKey:
         ]
 
 
+MAX_SIDE = 1 << 20  # a 2**20 x 2**20 tensor of one byte is 1 TiB, beyond any GPU's memory
+
+
 def parse_shape(text: str) -> tuple[int, int]:
-    """ROWSxCOLS with positive integers."""
-    parts = text.lower().split("x")
-    if len(parts) != 2 or not all(p.isdigit() and int(p) > 0 for p in parts):
-        raise UsageError(f"shape {text!r} is not ROWSxCOLS with positive integers, e.g. 4096x4096")
-    return int(parts[0]), int(parts[1])
+    """ROWSxCOLS with positive integers (ASCII digits: str.isdigit also takes '²', which int() refuses)."""
+    m = re.fullmatch(r"([0-9]+)x([0-9]+)", text.lower())
+    if m is None or not all(0 < int(g) <= MAX_SIDE for g in m.groups()):
+        raise UsageError(f"shape {text!r} is not ROWSxCOLS with integers from 1 to {MAX_SIDE:,}, e.g. 4096x4096")
+    return int(m.group(1)), int(m.group(2))

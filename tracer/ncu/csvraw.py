@@ -88,9 +88,19 @@ def parse_raw_csv(text: str, where: str = "<csv>") -> tuple[tuple[Launch, ...], 
                                f"durations cannot be read without it")
     if not body:
         raise TraceFormatError(f"{where}: no launches (the export has a header and units but no rows)")
+    repeated = sorted({h for h in header if header.count(h) > 1}) if len(set(header)) != len(header) else []
+    if repeated:
+        raise TraceFormatError(f"{where}: column {repeated[0][:80]!r} appears {header.count(repeated[0])} times in the header "
+                               "(ncu names each metric once; which one holds the value is ambiguous)")
     nvtx_cols = [i for i, h in enumerate(header) if h.lower().startswith(("nvtx", "thread_domain"))]
     notes = ["NVTX columns: " + ", ".join(header[i] for i in nvtx_cols)] if nvtx_cols else []
     launches = tuple(_launch(header, units, row, n + start + 3, where, nvtx_cols) for n, row in enumerate(body))
+    seen: set[int] = set()
+    for n, launch in enumerate(launches):
+        if launch.id in seen:
+            raise TraceFormatError(f"{where}: row {n + start + 3}: launch ID {launch.id} is given twice (ncu numbers each "
+                                   "launch once: rows repeated by an edit or a merge)")
+        seen.add(launch.id)
     return launches, notes
 
 

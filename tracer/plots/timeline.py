@@ -116,14 +116,19 @@ def _axes(ax: Axes, data: TimelineData, rows: list[tuple[float, str]], height: f
     ax.set_xlabel(f"time ({unit}) from {data.time_from}")
 
 
+RANGE_ROWS = 16
+
+
 def _draw_range_lane(ax: Axes, lane: RangeLane, y: float, px_us: float) -> None:
     """Nested ranges in rows; a white edge separates neighbours, except on bars a few pixels wide
-    (the edge would hide them)."""
-    depth = int(lane.depth.max()) + 1 if len(lane.depth) else 1
+    (the edge would hide them). Ranges nested deeper than RANGE_ROWS share the last row (a row of a
+    lane split thousands of times is no pixel high, and each row is one matplotlib collection)."""
+    levels = np.minimum(lane.depth, RANGE_ROWS - 1)
+    depth = int(levels.max()) + 1 if len(levels) else 1
     h = LANE_H / depth
     for d in range(depth):
         for wide in (False, True):
-            sel = (lane.depth == d) & ((lane.width_us > 6 * px_us) == wide)
+            sel = (levels == d) & ((lane.width_us > 6 * px_us) == wide)
             edge = {"edgecolor": "white", "linewidth": 0.5} if wide and not lane.aggregated else {"edgecolor": "none"}
             ax.broken_barh(list(zip(lane.start_us[sel], lane.width_us[sel])), (y + d * h, h),
                            facecolors=RANGE_COLORS[d % 2], **edge)

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tracer.store.atomic import write_text
+from tracer.textsafe import shown, shown_text
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -18,6 +19,17 @@ if TYPE_CHECKING:
 CSS = ("body{font-family:sans-serif;max-width:1200px;margin:2em auto;color:#222}"
        "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:left}"
        ".unordered{color:#d62728;font-weight:bold}img{max-width:100%}code{background:#f4f4f4}")
+
+
+def esc(value: object) -> str:
+    """One line of page text: control, format and bidi characters shown escaped (tracer.textsafe: a
+    U+202E in a kernel name must not reverse what the page shows, a NUL is no HTML), then HTML-escaped."""
+    return html.escape(shown(value))
+
+
+def esc_text(text: str) -> str:
+    """Text of several lines (a <pre>): as esc, its newlines kept."""
+    return html.escape(shown_text(text))
 
 
 @dataclass
@@ -32,9 +44,9 @@ class Report:
     sections: list[Section] = field(default_factory=list)
 
     def add_table(self, title: str, header: list[str], rows: Sequence[Sequence[object]], row_class: list[str] | None = None) -> None:
-        head = "".join(f"<th>{html.escape(str(h))}</th>" for h in header)
+        head = "".join(f"<th>{esc(h)}</th>" for h in header)
         body = "".join(
-            f"<tr class='{html.escape(row_class[i]) if row_class else ''}'>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in r) + "</tr>"
+            f"<tr class='{esc(row_class[i]) if row_class else ''}'>" + "".join(f"<td>{esc(c)}</td>" for c in r) + "</tr>"
             for i, r in enumerate(rows))
         self.sections.append(Section(title, f"<table><tr>{head}</tr>{body}</table>"))
 
@@ -47,16 +59,16 @@ class Report:
         savefig(fig, buf, "png")
         plt.close(fig)
         data = base64.b64encode(buf.getvalue()).decode()
-        self.sections.append(Section(title, f"<img alt='{html.escape(title)}' src='data:image/png;base64,{data}'>"
-                                            f"<p>{html.escape(caption)}</p>"))
+        self.sections.append(Section(title, f"<img alt='{esc(title)}' src='data:image/png;base64,{data}'>"
+                                            f"<p>{esc_text(caption)}</p>"))
 
     def add_text(self, title: str, text: str) -> None:
-        self.sections.append(Section(title, f"<pre>{html.escape(text)}</pre>"))
+        self.sections.append(Section(title, f"<pre>{esc_text(text)}</pre>"))
 
     def render(self) -> str:
-        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(self.title)}</title>"
-                 f"<style>{CSS}</style></head><body><h1>{html.escape(self.title)}</h1>"]
-        parts += [f"<h2>{html.escape(s.title)}</h2>{s.html}" for s in self.sections]
+        parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{esc(self.title)}</title>"
+                 f"<style>{CSS}</style></head><body><h1>{esc(self.title)}</h1>"]
+        parts += [f"<h2>{esc(s.title)}</h2>{s.html}" for s in self.sections]
         parts.append("</body></html>")
         return "\n".join(parts)
 

@@ -65,7 +65,7 @@ def _location(source: str, root: Path | None) -> list[dict[str, object]]:
     if ":" not in source:
         return []
     path, line = source.rsplit(":", 1)
-    if not line.isdigit():
+    if not (line.isascii() and line.isdigit()):  # str.isdigit takes '²', which int() refuses
         return []
     uri = path
     if root is not None and (root / "kernels" / Path(path).name).is_file():

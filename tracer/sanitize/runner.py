@@ -195,7 +195,7 @@ def import_paths(path: Path, log: Path | None) -> tuple[Path | None, Path | None
     if log is not None and not _given(log):
         raise UsageError(f"--log {log}: no such file")
     beside = [path.with_suffix(s) for s in (".log", ".txt")]
-    text = log or next((p for p in beside if p.is_file()), None)
+    text = log or next((p for p in beside if _given(p)), None)  # a FIFO or folder there is named, never 'no text output'
     if not _given(path):
         raise UsageError(f"{path}: neither {path.name} nor {beside[0].name} exists")
     return path, text

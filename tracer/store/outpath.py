@@ -5,6 +5,7 @@ temp-and-rename would replace it), and a name longer than the file system allows
 before anything is written, each in one line naming the path."""
 from __future__ import annotations
 
+import argparse
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -14,6 +15,14 @@ from tracer.store.inputs import kind_of
 
 NAME_MAX_FALLBACK = 255
 RUN_DIR_FILES = ("procs",)  # a run directory's sub-folder whose files are inputs too
+
+
+def file_output(text: str) -> Path:
+    """The argparse type of an output that is one file (-o, --html, --junit...): a name ending in
+    '/' asks for a folder, which pathlib would quietly turn into a file of that name."""
+    if text.endswith(("/", os.sep)) or text in ("", ".", ".."):
+        raise argparse.ArgumentTypeError(f"{text!r} names a folder; give a file name (e.g. {text.rstrip('/') or '.'}/out.html)")
+    return Path(text)
 
 
 def name_max(folder: Path) -> int:

@@ -26,8 +26,9 @@ class Mode(str, Enum):
 
 
 def sqlite_uri(path: Path, mode: Mode) -> str:
-    """`file:` URI of exactly this path: every character but `/` is percent-encoded."""
-    return f"file:{quote(os.path.abspath(path), safe='/')}?mode={mode.value}"
+    """`file:` URI of exactly this path: every byte but `/` is percent-encoded (of the name's bytes as
+    the file system holds them, so a name that is not UTF-8 opens too)."""
+    return f"file:{quote(os.fsencode(os.path.abspath(path)), safe='/')}?mode={mode.value}"
 
 
 def open_sqlite(path: Path, mode: Mode = Mode.READ, timeout: float = LOCK_WAIT_S,

@@ -18,7 +18,7 @@ from statistics import median
 from typing import Any
 
 from tracer.errors import TraceFormatError
-from tracer.store.inputs import load_json_object
+from tracer.store.inputs import check_file, load_json_object
 from tracer.trace.model import Trace
 from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
 
@@ -184,11 +184,12 @@ def _ending(data: dict[str, Any], path: Path) -> tuple[Ending, int | None, int |
 
 
 def _trace_of(run_dir: Path, stem: str, chosen: str | None) -> Path | None:
-    own = run_dir / PROCS / f"{stem}.sqlite"
-    if own.is_file():
-        return own
-    if chosen == stem and (run_dir / "trace.sqlite").is_file():
-        return run_dir / "trace.sqlite"
+    """The process's trace; one that is there but is not a regular file (a FIFO, a socket, a
+    device, a folder, a broken or looping symlink) is an error naming it, never 'no trace'."""
+    for path in (run_dir / PROCS / f"{stem}.sqlite", *([run_dir / "trace.sqlite"] if chosen == stem else [])):
+        if os.path.lexists(path):
+            check_file(path, "a process trace")
+            return path
     return None
 
 

@@ -168,7 +168,9 @@ def _bad_number(key: str, v: object, low: float) -> BadEvent:
     return BadEvent(f"'{key}' is {v!r:.40} (allowed: a finite number of microseconds, {low:g} to {MAX_US:g})")
 
 
-def _int(d: dict[str, Any], key: str, default: int) -> int:
+def _int(d: dict[str, Any], key: str, default: int | None) -> int:
+    """d[key], an integer; default None: the key is required (a GPU operation's device and stream:
+    one without them would share 'stream -1' with every other such operation and be judged ordered)."""
     v = d.get(key, default)
     if type(v) is not int or not -MAX_ID <= v <= MAX_ID:
         raise BadEvent(f"'{key}' is {v!r:.40} (allowed: an integer)")
@@ -232,10 +234,10 @@ class _Columns:
 
     def _kernel(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
-        device, stream, corr = args.get("device", 0), args.get("stream", -1), args.get("correlation", -1)
+        device, stream, corr = args.get("device"), args.get("stream"), args.get("correlation", -1)
         if not (type(device) is int and type(stream) is int and type(corr) is int
                 and -MAX_ID <= device <= MAX_ID and -MAX_ID <= stream <= MAX_ID and -MAX_ID <= corr <= MAX_ID):
-            device, stream, corr = _int(args, "device", 0), _int(args, "stream", -1), _int(args, "correlation", -1)
+            device, stream, corr = _int(args, "device", None), _int(args, "stream", None), _int(args, "correlation", -1)
         self.k_start.append(start)
         self.k_end.append(end)
         self.k_device.append(device)
@@ -248,7 +250,7 @@ class _Columns:
         args, (start, end), name = self._common(e)
         words = name.split()
         kind = COPY_KIND_CODES.get(words[1], 0) if op == MEMCPY and len(words) > 1 else 0
-        _append(self.x, (start, end, _int(args, "device", 0), _int(args, "stream", -1), _int(args, "correlation", -1), op,
+        _append(self.x, (start, end, _int(args, "device", None), _int(args, "stream", None), _int(args, "correlation", -1), op,
                          kind, _int(args, "bytes", -1)))
 
     def _sync(self, e: dict[str, Any]) -> None:

@@ -77,6 +77,26 @@ def check_correlation(path: Path, k: Kernels, graph: np.ndarray) -> None:
                                "one launch makes one kernel: corrupt file")
 
 
+def check_contexts(db: SqliteTables) -> None:
+    """Stream ids are unique within a CUDA context (CUPTI's word), and streams are keyed by process
+    and device: two contexts of one process on one device that both use a stream id would be read
+    as one stream, their work as ordered by stream order. No capture of ours holds such a pair; one
+    that does is refused rather than judged."""
+    parts = [f"SELECT IFNULL(globalPid >> 24, -1) AS p, deviceId AS d, streamId AS s, contextId AS c FROM {t}"
+             for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+             if t in db.tables and {"globalPid", "deviceId", "streamId", "contextId"} <= db.columns(t)]
+    if not parts:
+        return
+    with db.reading("contextId"):
+        row = db.con.execute(f"SELECT p, d, s, MIN(c), MAX(c) FROM ({' UNION ALL '.join(parts)}) "
+                             "GROUP BY p, d, s HAVING MIN(c) IS NOT MAX(c) LIMIT 1").fetchone()
+    if row is not None:
+        pid = row[0] & 0xFFFFFF if isinstance(row[0], int) and row[0] >= 0 else row[0]
+        raise TraceFormatError(f"{db.path}: stream {row[2]} of process {pid} on device {row[1]} runs work of contexts "
+                               f"{row[3]} and {row[4]}; stream ids are per context, so which stream each operation ran on "
+                               "cannot be told (a merged or edited export; capture each context's work apart)")
+
+
 def _process_of(global_id: np.ndarray) -> np.ndarray:
     """globalPid or globalTid = (hw << 56) | (vm << 48) | (pid << 24) | tid -> the process part (-1 unknown)."""
     return np.where(global_id >= 0, global_id >> 24, -1)
@@ -260,6 +280,7 @@ def read_nsys_sqlite(path: Path) -> Trace:
         memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
         db.read_strings()
         kernels, k_proc, graph = read_kernels(db, allow_empty="TRACER_PRODUCER" in meta)
+        check_contexts(db)
         ranges = read_ranges(db)
         rec_cols, sync_cols = fetch_table(db, EVENT_TABLE, RECORD_COLS), fetch_table(db, SYNC_TABLE, SYNC_COLS)
         fetched = fetching_apis.result()

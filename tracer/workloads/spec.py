@@ -149,7 +149,7 @@ def spec_from_data(name: str, path: Path | None, data: dict[str, Any]) -> Worklo
 
 def parse_shape(text: str, kind: Kind) -> dict[str, int]:
     parts = text.lower().split("x")
-    if not all(p.isdigit() and int(p) > 0 for p in parts) or len(parts) not in (2, 3):
+    if not all(p.isascii() and p.isdigit() and int(p) > 0 for p in parts) or len(parts) not in (2, 3):
         raise UsageError(f"shape {text!r} is not TOKENSxHIDDEN or TOKENSxOUTxIN with positive integers")
     dims = [int(p) for p in parts]
     if len(dims) == 3:
