@@ -63,6 +63,9 @@ def main() -> int:
     ap.add_argument("--json")
     args = ap.parse_args()
     a, b = trace(args.dir, args.kernels, 0), trace(args.dir, args.kernels, 1)
+    load = os.getloadavg()
+    print(f"{os.cpu_count()} cores, load average {load[0]:.1f} at the start (CPU seconds are the figure to trust on a "
+          "loaded machine)", flush=True)
     runs: dict[str, list[dict]] = {"analyze": [], "diff": [], "explain": []}
     for _ in range(args.repeats):  # alternate, so drift in the machine's load hits all alike
         runs["analyze"].append(child(["trace", "analyze", str(a)]))
@@ -77,8 +80,9 @@ def main() -> int:
           f"{ratio['peak_mb']:.2f}x (goal: within 2x)")
     ex = {m: med["explain"][m] / med["analyze"][m] for m in ("seconds", "cpu_seconds", "peak_mb")}
     print(f"analyze --explain / analyze: wall {ex['seconds']:.2f}x, cpu {ex['cpu_seconds']:.2f}x, peak memory {ex['peak_mb']:.2f}x")
+    print(f"load average {os.getloadavg()[0]:.1f} at the end")
     if args.json:
-        Path(args.json).write_text(json.dumps({"runs": runs, "median": med, "ratio": ratio}, indent=1))
+        Path(args.json).write_text(json.dumps({"runs": runs, "median": med, "ratio": ratio, "load": load}, indent=1))
     return 0
 
 

@@ -30,10 +30,15 @@ def rank_of(path: Path) -> int:
         return int(json.load(fh).get("distributedInfo", {}).get("rank", 0))
 
 
-def hta_numbers(path: Path) -> dict:
+def hta_numbers(path: Path, rounding: bool = True) -> dict:
+    """HTA's figures; `rounding` False sets HTA_DISABLE_NS_ROUNDING=1, HTA's own switch that keeps
+    the fractions of a microsecond its parser otherwise cuts (start rounded up, end down)."""
+    import os
+
     from hta.trace_analysis import TraceAnalysis
 
     rank = rank_of(path)
+    os.environ["HTA_DISABLE_NS_ROUNDING"] = "0" if rounding else "1"
     with tempfile.TemporaryDirectory() as tmp:
         shutil.copy(path, Path(tmp) / path.name)
         t = TraceAnalysis(trace_dir=tmp)
@@ -47,13 +52,15 @@ def hta_numbers(path: Path) -> dict:
 
 
 def hta_window(trace):
-    """The trace with only the kernels HTA keeps by default (include_last_profiler_step=False): those
-    launched before the last ProfilerStep began (kernels without a launch record are dropped too)."""
-    from dataclasses import replace
-
+    """The trace's GPU operations (kernels, copies, memsets) cut to those HTA keeps by default
+    (include_last_profiler_step=False): launched before the last ProfilerStep began (operations
+    without a launch record are dropped too)."""
+    from dataclasses import fields, replace
 
     from tracer.trace.attribution import join_launches
+    from tracer.trace.model import with_operations
 
+    trace = with_operations(trace)
     r = trace.ranges
     steps = [i for i, sid in enumerate(r.text.tolist()) if trace.strings[int(sid)].startswith("ProfilerStep")]
     if len(steps) < 2:
@@ -62,8 +69,8 @@ def hta_window(trace):
     _, launch = join_launches(trace)
     keep = (launch >= 0) & (launch < last)
     k = trace.kernels
-    return replace(trace, kernels=replace(k, **{f: getattr(k, f)[keep] for f in ("start", "end", "device", "stream", "corr", "name")},
-                                          graph_node=None if k.graph_node is None else k.graph_node[keep]))
+    cut = {f.name: getattr(k, f.name)[keep] for f in fields(k) if getattr(k, f.name) is not None}
+    return replace(trace, kernels=replace(k, **cut))
 
 
 def tracer_numbers(path: Path) -> dict:
@@ -94,16 +101,22 @@ def main() -> int:
     logging.disable(logging.WARNING)
     out = {}
     for path in args.traces:
-        h, t = hta_numbers(path), tracer_numbers(path)
-        out[path.name] = {"hta": h, "tracer": t}
-        print(f"{path.name} (rank {h['rank']}): comm/comp overlap HTA {h['overlap_pct']:.2f}% tracer {t['overlap_pct']:.2f}%")
+        h, e, t = hta_numbers(path), hta_numbers(path, rounding=False), tracer_numbers(path)
+        out[path.name] = {"hta": h, "hta_unrounded": e, "tracer": t}
+        print(f"{path.name} (rank {h['rank']}): comm/comp overlap HTA {h['overlap_pct']:.2f}% (unrounded "
+              f"{e['overlap_pct']:.2f}%) tracer {t['overlap_pct']:.2f}%")
         for s in sorted(set(h["streams"]) | set(t["streams"])):
-            hs, ts = h["streams"].get(s), t["streams"].get(s)
+            hs, es, ts = h["streams"].get(s), e["streams"].get(s), t["streams"].get(s)
+
             def cell(x: dict | None, key: str) -> str:
                 return f"{x[key]:12.1f}" if x else f"{'(none)':>12}"
-            ratio = (f"{ts['idle_us'] / hs['idle_us']:.4f}" if hs and ts and hs["idle_us"] else "-")
-            print(f"  stream {s:>3}: idle us HTA {cell(hs, 'idle_us')} tracer {cell(ts, 'idle_us')} (x{ratio}); "
-                  f"host wait HTA {cell(hs, 'host_wait_us')} tracer {cell(ts, 'host_wait_us')}")
+
+            def off(x: dict | None, key: str) -> str:
+                return f"{100 * (ts[key] / x[key] - 1):+.3f}%" if x and ts and x[key] else "-"
+            print(f"  stream {s:>3}: idle us HTA {cell(hs, 'idle_us')} unrounded {cell(es, 'idle_us')} tracer "
+                  f"{cell(ts, 'idle_us')} ({off(hs, 'idle_us')} / {off(es, 'idle_us')}); host wait HTA "
+                  f"{cell(hs, 'host_wait_us')} unrounded {cell(es, 'host_wait_us')} tracer {cell(ts, 'host_wait_us')} "
+                  f"({off(hs, 'host_wait_us')} / {off(es, 'host_wait_us')})")
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=1, default=str))
     return 0

@@ -247,3 +247,72 @@ def test_profile_targets_of_one_run_and_the_demo_diffs(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     assert "hazards: 10 -> 0" in out and "fence variant none -> device_before_atomic" in out
     assert (tmp_path / "demo" / "diff.png").stat().st_size > 1000 and (tmp_path / "demo" / "diff.html").is_file()
+
+
+# ---- what the speed-ups must not change -----------------------------------------------------------
+
+def full_range_medians(x: np.ndarray, draws: int, seed: int) -> np.ndarray:
+    """The bootstrap medians with the binomial CDF evaluated over the whole 10 sqrt(n) range (no
+    window): the definition bootstrap_medians' windowed inversion must reproduce draw for draw."""
+    from scipy import special
+
+    xs, rng = np.sort(x), np.random.default_rng(seed)
+    n = len(xs)
+    half = int(10 * np.sqrt(n)) + 10
+    k = np.arange(max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
+    u = rng.random(draws)
+
+    def order_stat(j: int) -> np.ndarray:
+        cdf = special.bdtrc(j - 1, n, (k + 1) / n)
+        return xs[k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]].astype(np.float64)
+
+    lower = order_stat((n + 1) // 2)
+    return lower if n % 2 else (lower + order_stat(n // 2 + 1)) / 2
+
+
+@pytest.mark.parametrize("n", [3, 9, 1_000, 20_001, 200_000])
+def test_windowed_bootstrap_medians_are_the_full_range_ones(n: int) -> None:
+    from tracer.compare.timing import bootstrap_medians
+
+    x = np.random.default_rng(n).integers(1_000, 1_400, n)  # integer nanoseconds, many ties
+    got = bootstrap_medians(x, 2_000, np.random.default_rng(7))
+    assert np.array_equal(got, full_range_medians(x, 2_000, 7))
+
+
+def test_draws_at_the_ends_of_the_unit_interval_fall_back_to_the_full_range() -> None:
+    from scipy import special
+
+    from tracer.compare.timing import _inverted
+
+    n, u = 10_001, np.array([0.0, 0.5, 1 - 2 ** -53])
+    full = (n // 2 - 1_010, n // 2 + 1_011)
+    k = np.arange(*full)
+    cdf = special.bdtrc(n // 2, n, (k + 1) / n)
+    assert np.array_equal(_inverted(n // 2 + 1, n, u, full), k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)])
+
+
+@pytest.mark.parametrize("na,nb", [(5_000, 4_000), (200_000, 150_000)])
+def test_mann_whitney_p_over_distinct_values_is_scipys_on_tied_nanoseconds(na: int, nb: int) -> None:
+    from scipy import stats
+
+    from tracer.compare.timing import mann_whitney_p
+
+    rng = np.random.default_rng(na)
+    a, b = rng.integers(10_000, 10_300, na), rng.integers(10_002, 10_300, nb)
+    want = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+    assert mann_whitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_a_trace_diff_with_nine_or_more_instances_per_key_does_not_import_scipy_stats(tmp_path: Path) -> None:
+    """scipy.stats costs about a second of start-up; only keys with at most 8 instances on a side
+    (scipy's exact Mann-Whitney) need it."""
+    import os
+    import subprocess
+    import sys
+
+    a, b = slow_trace(tmp_path / "a.sqlite", 10_000), slow_trace(tmp_path / "b.sqlite", 13_000, steps=9)
+    probe = ("import sys; from tracer.cli import main; rc = main(['diff', sys.argv[1], sys.argv[2], '--json']); "
+             "print('scipy.stats' in sys.modules, 'scipy.special' in sys.modules, rc, file=sys.stderr)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", probe, str(a), str(b)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.stderr.split()[-3:] == ["False", "True", "0"], res.stderr[-2000:]

@@ -106,24 +106,38 @@ def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tup
 def bootstrap_medians(x: np.ndarray, draws: int, rng: np.random.Generator, presorted: bool = False) -> np.ndarray:
     """`draws` medians of bootstrap resamples of x, drawn without resampling: the j-th smallest of
     a resample is at most the k-th smallest of x when at least j of its n draws are among the k + 1
-    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 standard deviations of the
-    middle (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly
-    the bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
+    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 sqrt(n) of the middle
+    (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly the
+    bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
     same draw and averaged (their dependence approximated as monotone)."""
-    from scipy import special
-
-    xs = (x if presorted else np.sort(x)).astype(np.float64)
+    xs = x if presorted else np.sort(x)
     n = len(xs)
     half = int(10 * np.sqrt(n)) + 10
-    k = np.arange(max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
+    full = (max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
     u = rng.random(draws)
+    lower = xs[_inverted((n + 1) // 2, n, u, full)].astype(np.float64)
+    return lower if n % 2 else (lower + xs[_inverted(n // 2 + 1, n, u, full)]) / 2
 
-    def order_stat(j: int) -> np.ndarray:  # the j-th smallest (1-based) of each resample
-        cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
-        return xs[k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]]
 
-    lower = order_stat((n + 1) // 2)
-    return lower if n % 2 else (lower + order_stat(n // 2 + 1)) / 2
+def _inverted(j: int, n: int, u: np.ndarray, full: tuple[int, int]) -> np.ndarray:
+    """Per draw in u, the smallest k in range(*full) whose CDF P(j-th smallest of a resample <= the
+    k-th smallest) reaches it (the last k where none does). The CDF is evaluated only where the
+    draws fall: a window the normal approximation puts around them, kept when its ends bracket
+    every draw (then the answer is the one the full range gives), else the full range."""
+    from statistics import NormalDist
+
+    from scipy import special
+
+    z, sd = NormalDist().inv_cdf, np.sqrt(n) / 2
+    lo_u, hi_u = min(max(float(u.min()), 1e-300), 1 - 1e-16), max(min(float(u.max()), 1 - 1e-16), 1e-300)
+    lo = max(full[0], int(j - 1 + (z(lo_u) - 2) * sd) - 2)
+    hi = min(full[1], max(lo + 1, int(j - 1 + (z(hi_u) + 2) * sd) + 3))
+    k = np.arange(lo, hi)
+    cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
+    if not ((lo == full[0] or cdf[0] < u.min()) and (hi == full[1] or cdf[-1] >= u.max())):
+        k = np.arange(*full)
+        cdf = special.bdtrc(j - 1, n, (k + 1) / n)
+    return k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]
 
 
 def _median_ratio_ci(sa: np.ndarray, sb: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -148,19 +162,19 @@ def mann_whitney_p(a: np.ndarray, b: np.ndarray, presorted: bool = False) -> flo
     """Two-sided Mann-Whitney U p-value: scipy's (exact where it picks exact) when a side has at most
     8 values; else the normal approximation with tie and continuity corrections, as scipy's
     asymptotic method computes it, from the two sides sorted (U by binary search, tie counts by
-    merging the runs) instead of ranking their concatenation."""
-    from scipy import stats
-
+    merging the runs, both per distinct value) instead of ranking their concatenation."""
     na, nb = len(a), len(b)
     if min(na, nb) <= 8:
+        from scipy import stats  # only here: importing scipy.stats costs about a second
+
         return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     sa, sb = (a, b) if presorted else (np.sort(a), np.sort(b))
-    left, right = np.searchsorted(sb, sa, side="left"), np.searchsorted(sb, sa, side="right")
-    u1 = float(left.sum()) + 0.5 * float((right - left).sum())  # pairs with a above b, ties half
     (ua, ca), (ub, cb) = _runs(sa), _runs(sb)
     pos = np.minimum(np.searchsorted(ub, ua), len(ub) - 1)
     both = ub[pos] == ua
-    t = np.r_[ca + np.where(both, cb[pos], 0), np.delete(cb, pos[both])].astype(np.float64)
+    tied = np.where(both, cb[pos], 0)  # per distinct value of a: how many b equal it
+    u1 = float((ca * np.searchsorted(sb, ua, side="left")).sum()) + 0.5 * float((ca * tied).sum())  # a above b, ties half
+    t = np.r_[ca + tied, np.delete(cb, pos[both])].astype(np.float64)
     n = na + nb
     sd = math.sqrt(na * nb / 12 * ((n + 1) - float((t ** 3 - t).sum()) / (n * (n - 1))))
     if sd == 0:
