@@ -104,40 +104,20 @@ def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tup
 
 
 def bootstrap_medians(x: np.ndarray, draws: int, rng: np.random.Generator, presorted: bool = False) -> np.ndarray:
-    """`draws` medians of bootstrap resamples of x, drawn without resampling: the j-th smallest of
-    a resample is at most the k-th smallest of x when at least j of its n draws are among the k + 1
-    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 sqrt(n) of the middle
-    (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly the
-    bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
-    same draw and averaged (their dependence approximated as monotone)."""
+    """`draws` medians of bootstrap resamples of x, drawn without resampling. A resample is n
+    indices floor(n U) of uniforms U, so its j-th smallest index is floor(n U_(j)), and the j-th
+    smallest of n uniforms is Beta(j, n - j + 1); given it is u, the next one is u + (1 - u)
+    Beta(1, n - j). Drawing those is exactly the bootstrap distribution of the median, for odd n
+    and (the two middle order statistics jointly) even n, at O(draws) whatever n."""
     xs = x if presorted else np.sort(x)
     n = len(xs)
-    half = int(10 * np.sqrt(n)) + 10
-    full = (max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
-    u = rng.random(draws)
-    lower = xs[_inverted((n + 1) // 2, n, u, full)].astype(np.float64)
-    return lower if n % 2 else (lower + xs[_inverted(n // 2 + 1, n, u, full)]) / 2
-
-
-def _inverted(j: int, n: int, u: np.ndarray, full: tuple[int, int]) -> np.ndarray:
-    """Per draw in u, the smallest k in range(*full) whose CDF P(j-th smallest of a resample <= the
-    k-th smallest) reaches it (the last k where none does). The CDF is evaluated only where the
-    draws fall: a window the normal approximation puts around them, kept when its ends bracket
-    every draw (then the answer is the one the full range gives), else the full range."""
-    from statistics import NormalDist
-
-    from scipy import special
-
-    z, sd = NormalDist().inv_cdf, np.sqrt(n) / 2
-    lo_u, hi_u = min(max(float(u.min()), 1e-300), 1 - 1e-16), max(min(float(u.max()), 1 - 1e-16), 1e-300)
-    lo = max(full[0], int(j - 1 + (z(lo_u) - 2) * sd) - 2)
-    hi = min(full[1], max(lo + 1, int(j - 1 + (z(hi_u) + 2) * sd) + 3))
-    k = np.arange(lo, hi)
-    cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
-    if not ((lo == full[0] or cdf[0] < u.min()) and (hi == full[1] or cdf[-1] >= u.max())):
-        k = np.arange(*full)
-        cdf = special.bdtrc(j - 1, n, (k + 1) / n)
-    return k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]
+    j = (n + 1) // 2
+    u = rng.beta(j, n - j + 1, draws)
+    lower = xs[np.minimum((u * n).astype(np.int64), n - 1)].astype(np.float64)
+    if n % 2:
+        return lower
+    v = u + (1.0 - u) * rng.beta(1, n - j, draws)
+    return (lower + xs[np.minimum((v * n).astype(np.int64), n - 1)]) / 2
 
 
 def _median_ratio_ci(sa: np.ndarray, sb: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
