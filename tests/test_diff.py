@@ -313,3 +313,13 @@ def test_a_trace_diff_with_nine_or_more_instances_per_key_does_not_import_scipy(
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     res = subprocess.run([sys.executable, "-c", probe, str(a), str(b)], capture_output=True, text=True, env=env, timeout=300)
     assert res.stderr.split()[-3:] == ["False", "False", "0"], res.stderr[-2000:]
+
+
+def test_batched_range_and_step_keys_are_the_one_at_a_time_ones() -> None:
+    from tracer.trace.job_summary import range_keys, step_key, step_keys
+
+    names = ["step3/layer0/mb1/dgrad", "step3/layer0/mb1/wgrad", " step12 /fwd", "ProfilerStep#7", "ProfilerStep#7/x",
+             "iteration_2/a/b", "iter.9", "step/x", "layer3/step4", "gemm", "", "/lead", "stepped3/x", "Step3/", "step3/x/y/"]
+    names += [f"step{i}/layer{i % 3}" for i in range(50)]
+    assert range_keys(names) == [range_key(n) for n in names]
+    assert step_keys(names) == [step_key(n) for n in names]
