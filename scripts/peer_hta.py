@@ -119,7 +119,8 @@ def main() -> int:
     for path in args.traces:
         h, e, t = hta_numbers(path), hta_numbers(path, rounding=False), tracer_numbers(path)
         out[path.name] = {"hta": h, "hta_unrounded": e, "tracer": t}
-        pct = lambda x: "none" if x is None or x != x else f"{x:.2f}%"  # noqa: E731  (x != x: NaN, HTA's figure without communication)
+        def pct(x: float | None) -> str:  # x != x: NaN, HTA's figure without communication
+            return "none" if x is None or x != x else f"{x:.2f}%"
         print(f"{path.name} (rank {h['rank']}): comm/comp overlap HTA {pct(h['overlap_pct'])} (unrounded "
               f"{pct(e['overlap_pct'])}) tracer {pct(t['overlap_pct'])}")
         for s in sorted(set(h["streams"]) | set(t["streams"])):
@@ -128,8 +129,9 @@ def main() -> int:
             def cell(x: dict | None, key: str) -> str:
                 return f"{x[key]:12.1f}" if x else f"{'(none)':>12}"
 
-            def off(x: dict | None, key: str) -> str:
+            def off(x: dict | None, key: str, ts: dict | None = ts) -> str:
                 return f"{100 * (ts[key] / x[key] - 1):+.3f}%" if x and ts and x[key] else "-"
+
             print(f"  stream {s:>3}: idle us HTA {cell(hs, 'idle_us')} unrounded {cell(es, 'idle_us')} tracer "
                   f"{cell(ts, 'idle_us')} ({off(hs, 'idle_us')} / {off(es, 'idle_us')}; HTA's sum on tracer's operations "
                   f"{cell(ts, 'hta_formula_us')}); host wait HTA "

@@ -92,13 +92,12 @@ def _reduce(run: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> _Reduced:
     from tracer.trace.analyze import analyze
     from tracer.trace.job_summary import analyze_job, kernel_steps
 
-    loaded = run.load()
     if isinstance(run, TraceRun):
-        an = analyze(loaded, spec, hazards=hazards, streams=False)
+        an = analyze(run.load(), spec, hazards=hazards, streams=False)
         found: tuple[tuple[str, Analysis], ...] = (("", an),)
         notes, complete = tuple(an.warnings), not an.trace.record_errors
     else:
-        ja = analyze_job(loaded, spec, hazards)
+        ja = analyze_job(run.load(), spec, hazards)
         found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses, strict=True) if x is not None)
         notes = tuple(ja.incomplete_lines())
         complete = not ja.incomplete and not any(x.trace.record_errors for _, x in found)

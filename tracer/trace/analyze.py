@@ -539,8 +539,8 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
         require_matches(trace, attr, spec.globs, found, glob_regex)
         counts.update(Counter(p.verdict.value for p in found))
     haz = find_hazards(trace, attr, index, launches) if hazards else None
-    return Analysis(trace=trace, streams=stream_stats(trace) if streams else (), attribution=attr, pairs=tuple(found), pair_counts=counts, event_edges=index.event_edges,
-                    unmatched_waits=index.unmatched_waits,
+    return Analysis(trace=trace, streams=stream_stats(trace) if streams else (), attribution=attr, pairs=tuple(found),
+                    pair_counts=counts, event_edges=index.event_edges, unmatched_waits=index.unmatched_waits,
                     pair_spec=spec, hazards=haz, notes=notes, graphs=graphs)
 
 

@@ -265,8 +265,8 @@ class _Columns:
         if kind in (SyncKind.WAIT, SyncKind.EVENT) and key != -1:
             self.records[key] = EventRecord(device, _int(args, "wait_on_stream", -1), key, key)
         stream = _int(args, "stream", -1) if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1
-        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key, start=self._ns(start), end=self._ns(end),
-                               tid=-1, api=name))
+        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key,
+                               start=self._ns(start), end=self._ns(end), tid=-1, api=name))
 
     def trace(self, path: Path) -> Trace:
         kernels = self._sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
