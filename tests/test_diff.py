@@ -247,3 +247,79 @@ def test_profile_targets_of_one_run_and_the_demo_diffs(tmp_path: Path, capsys: p
     out = capsys.readouterr().out
     assert "hazards: 10 -> 0" in out and "fence variant none -> device_before_atomic" in out
     assert (tmp_path / "demo" / "diff.png").stat().st_size > 1000 and (tmp_path / "demo" / "diff.html").is_file()
+
+
+# ---- what the speed-ups must not change -----------------------------------------------------------
+
+def binomial_cdf_medians(x: np.ndarray, draws: int, seed: int) -> np.ndarray:
+    """An independent route to the bootstrap distribution of the median (odd n): P(the resample's
+    median <= the k-th smallest of x) = P(Binomial(n, (k + 1) / n) >= (n + 1) / 2), inverted at
+    uniform draws over every k."""
+    from scipy import special
+
+    xs, n = np.sort(x), len(x)
+    k = np.arange(n)
+    cdf = special.bdtrc((n + 1) // 2 - 1, n, (k + 1) / n)
+    u = np.random.default_rng(seed).random(draws)
+    return xs[k[np.minimum(np.searchsorted(cdf, u), n - 1)]].astype(np.float64)
+
+
+@pytest.mark.parametrize("n", [1_001, 20_001, 200_001])
+def test_bootstrap_medians_follow_the_binomial_cdf_of_order_statistics(n: int) -> None:
+    from tracer.compare.timing import bootstrap_medians
+
+    x = np.random.default_rng(n).integers(1_000, 1_400, n)  # integer nanoseconds, many ties
+    got = np.sort(bootstrap_medians(x, 20_000, np.random.default_rng(7)))
+    want = np.sort(binomial_cdf_medians(x, 20_000, 8))
+    for q in (2.5, 10, 50, 90, 97.5):  # the quantiles of two samples of 20,000 from one distribution
+        assert abs(np.percentile(got, q) - np.percentile(want, q)) <= 1.0, q
+    assert abs(np.percentile(got, 97.5) - np.percentile(got, 2.5) - (np.percentile(want, 97.5) - np.percentile(want, 2.5))) <= 2.0
+
+
+@pytest.mark.parametrize("n", [2, 4, 10, 64])
+def test_bootstrap_medians_of_even_n_match_brute_force_resampling(n: int) -> None:
+    from tracer.compare.timing import bootstrap_medians
+
+    rng = np.random.default_rng(n)
+    x = rng.lognormal(8, 0.5, n)
+    brute = np.median(x[rng.integers(0, n, size=(40_000, n))], axis=1)
+    exact = bootstrap_medians(x, 40_000, rng)
+    for q in (2.5, 25, 50, 75, 97.5):
+        assert abs(np.percentile(exact, q) - np.percentile(brute, q)) <= 0.01 * np.ptp(x) + 1e-9, q
+
+
+@pytest.mark.parametrize("na,nb", [(5_000, 4_000), (200_000, 150_000)])
+def test_mann_whitney_p_over_distinct_values_is_scipys_on_tied_nanoseconds(na: int, nb: int) -> None:
+    from scipy import stats
+
+    from tracer.compare.timing import mann_whitney_p
+
+    rng = np.random.default_rng(na)
+    a, b = rng.integers(10_000, 10_300, na), rng.integers(10_002, 10_300, nb)
+    want = stats.mannwhitneyu(a, b, alternative="two-sided", method="asymptotic").pvalue
+    assert mann_whitney_p(a, b) == pytest.approx(want, rel=1e-9, abs=1e-12)
+
+
+def test_a_trace_diff_with_nine_or_more_instances_per_key_does_not_import_scipy(tmp_path: Path) -> None:
+    """scipy.stats costs about a second of start-up (scipy.special a third); only keys with at most 8
+    instances on a side (scipy's exact Mann-Whitney) need scipy."""
+    import os
+    import subprocess
+    import sys
+
+    a, b = slow_trace(tmp_path / "a.sqlite", 10_000), slow_trace(tmp_path / "b.sqlite", 13_000, steps=9)
+    probe = ("import sys; from tracer.cli import main; rc = main(['diff', sys.argv[1], sys.argv[2], '--json']); "
+             "print('scipy.stats' in sys.modules, 'scipy.special' in sys.modules, rc, file=sys.stderr)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    res = subprocess.run([sys.executable, "-c", probe, str(a), str(b)], capture_output=True, text=True, env=env, timeout=300)
+    assert res.stderr.split()[-3:] == ["False", "False", "0"], res.stderr[-2000:]
+
+
+def test_batched_range_and_step_keys_are_the_one_at_a_time_ones() -> None:
+    from tracer.trace.job_summary import range_keys, step_key, step_keys
+
+    names = ["step3/layer0/mb1/dgrad", "step3/layer0/mb1/wgrad", " step12 /fwd", "ProfilerStep#7", "ProfilerStep#7/x",
+             "iteration_2/a/b", "iter.9", "step/x", "layer3/step4", "gemm", "", "/lead", "stepped3/x", "Step3/", "step3/x/y/"]
+    names += [f"step{i}/layer{i % 3}" for i in range(50)]
+    assert range_keys(names) == [range_key(n) for n in names]
+    assert step_keys(names) == [step_key(n) for n in names]

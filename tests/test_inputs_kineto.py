@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,7 @@ KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10,
 def reference(path: Path) -> dict[str, object]:
     """An independent reading with json.load: what the trace holds, in plain Python."""
     events = [e for e in json.load(gzip.open(path, "rt"))["traceEvents"] if e.get("ph") == "X"]
-    ns = lambda us: int(round(float(us) * 1000))
+    ns = lambda us: us * 1000 if isinstance(us, int) else int((Decimal(us) * 1000).to_integral_value())  # exact
     names: list[str] = []
     intern = lambda s: names.index(s) if s in names else names.append(s) or len(names) - 1
     kernels, apis, ranges, syncs = [], [], [], []
@@ -144,3 +145,15 @@ def test_cli_one_line_for_a_bad_timestamp(tmp_path: Path, capsys: pytest.Capture
     assert main(["trace", "analyze", str(path)]) == 6
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "'ts' is 'soon'" in err
+
+
+def test_epoch_microseconds_become_exact_nanoseconds(tmp_path: Path) -> None:
+    """Kineto writes microseconds since the epoch (about 1.7e15): times 1000 that is past float64's
+    exact integers, where a float product comes out in steps of 256 ns."""
+    t0 = 1_661_938_466_265_125
+    path = tmp_path / "epoch.json"
+    path.write_text(_trace([_event(ts=t0, dur=9), _event(ts=t0 + 10, dur=4, args={"device": 0, "stream": 7, "correlation": 2}),
+                            _event(ts=t0 + 20.5, dur=1.25, args={"device": 0, "stream": 7, "correlation": 3})]))
+    k = read_kineto(path).kernels
+    assert k.start.tolist() == [t0 * 1000, (t0 + 10) * 1000, (t0 + 20) * 1000 + 500]
+    assert k.end.tolist() == [(t0 + 9) * 1000, (t0 + 14) * 1000, (t0 + 21) * 1000 + 750]

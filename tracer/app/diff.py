@@ -11,15 +11,15 @@ directory with procs/, or a folder of Kineto traces), a sanitize report, a campa
 ablation JSON, a profile run. Two inputs of different kinds are a UsageError naming both. `pairs` None: A's recorded pair spec, else
 tracer's default; the same spec judges both sides. `targets`: profile runs only, the target
 (variant) label taken from A and from B. Errors are TracerErrors (UsageError for two kinds,
-TraceFormatError for unreadable input); nothing is printed. B's traces are read while A's are
-analysed (a thread: the SQLite reads release the GIL); each side is reduced to what the diff keeps
-and its traces dropped before the next is analysed.
+TraceFormatError for unreadable input); nothing is printed. The sides are read and analysed one
+after the other, each reduced to what the diff keeps and its traces dropped before the next is read:
+peak memory is about one analysis (reading B while A was analysed took 1.9x the memory of one and
+more CPU, for the two cores it kept busy; docs/benchmarks.md).
 """
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,20 +88,16 @@ class _Reduced:
     layout: StepLayout | None
 
 
-def _load(run: TraceRun | JobRun) -> Any:
-    return run.load()
-
-
-def _reduce(run: TraceRun | JobRun, loaded: Any, spec: PairSpec, hazards: bool) -> _Reduced:
+def _reduce(run: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> _Reduced:
     from tracer.trace.analyze import analyze
     from tracer.trace.job_summary import analyze_job, kernel_steps
 
     if isinstance(run, TraceRun):
-        an = analyze(loaded, spec, hazards=hazards)
+        an = analyze(run.load(), spec, hazards=hazards, streams=False)
         found: tuple[tuple[str, Analysis], ...] = (("", an),)
         notes, complete = tuple(an.warnings), not an.trace.record_errors
     else:
-        ja = analyze_job(loaded, spec, hazards)
+        ja = analyze_job(run.load(), spec, hazards)
         found = tuple((p.label, x) for p, x in zip(ja.job.processes, ja.analyses, strict=True) if x is not None)
         notes = tuple(ja.incomplete_lines())
         complete = not ja.incomplete and not any(x.trace.record_errors for _, x in found)
@@ -125,17 +121,9 @@ def _layout(first: tuple[str, Any], steps: tuple[list[str], np.ndarray]) -> Step
 
 
 def _both(a: TraceRun | JobRun, b: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> tuple[_Reduced, _Reduced]:
-    """B is read while A is analysed; each side's traces are dropped once reduced (peak memory: about
-    one side's analysis and the other's trace)."""
-    if a is b:
-        one = _reduce(a, a.load(), spec, hazards)
-        return one, one
-    with ThreadPoolExecutor(1) as pool:
-        later = pool.submit(_load, b)
-        ra = _reduce(a, a.load(), spec, hazards)
-        loaded = later.result()
-        del later
-        return ra, _reduce(b, loaded, spec, hazards)
+    """One side after the other, each side's traces dropped once reduced; a run against itself once."""
+    ra = _reduce(a, spec, hazards)
+    return ra, ra if a is b else _reduce(b, spec, hazards)
 
 
 def _diff_traces(a: TraceRun | JobRun, b: TraceRun | JobRun, pairs: PairSpec | None, hazards: bool, alpha: float,

@@ -6,8 +6,6 @@ import math
 from dataclasses import dataclass
 from enum import Enum
 
-from scipy import stats
-
 ALPHA = 0.05
 
 
@@ -29,6 +27,8 @@ class CellStats:
 
 def clopper_pearson(k: int, n: int, alpha: float = ALPHA) -> tuple[float, float]:
     """Exact two-sided (1 - alpha) interval for k failures in n trials."""
+    from scipy import stats  # here, not at the top: holm() serves `tracer diff`, which has no use for scipy.stats
+
     if n <= 0:
         raise ValueError("no trials")
     lo = 0.0 if k == 0 else float(stats.beta.ppf(alpha / 2, k, n - k + 1))
@@ -56,6 +56,8 @@ def cell_stats(label: str, failures: int, trials: int, alpha: float = ALPHA) -> 
 
 def fisher_less(k_var: int, n_var: int, k_base: int, n_base: int) -> float:
     """One-sided Fisher exact p-value for 'the variant fails less often than the baseline'."""
+    from scipy import stats
+
     table = [[k_var, n_var - k_var], [k_base, n_base - k_base]]
     return float(stats.fisher_exact(table, alternative="less").pvalue)
 

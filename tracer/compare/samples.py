@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from tracer.compare.timing import KeyKind, Samples, group_samples, range_key, span_per_group
+from tracer.compare.timing import KeyKind, Samples, group_samples, span_per_group
 from tracer.trace.analyze import Analysis
-from tracer.trace.job_summary import kernel_steps
+from tracer.trace.job_summary import kernel_steps, range_keys
 
 STEPS = "steps"
 
@@ -25,7 +25,7 @@ def trace_samples(a: Analysis, steps: tuple[list[str], np.ndarray] | None = None
     rng, dur = span_per_group(a.attribution.range_of_kernel, k.start, k.end)
     if len(rng):
         texts, tinv = np.unique(t.ranges.text[rng], return_inverse=True)
-        labels = [range_key(t.strings[int(x)]) for x in texts.tolist()]
+        labels = range_keys([t.strings[int(x)] for x in texts.tolist()])
         for name, v in group_samples(labels, tinv.astype(np.int64), dur).items():
             out[(KeyKind.RANGE, name)] = v
     names, step = steps if steps is not None else kernel_steps(t, a)

@@ -104,26 +104,20 @@ def span_per_group(group: np.ndarray, start: np.ndarray, end: np.ndarray) -> tup
 
 
 def bootstrap_medians(x: np.ndarray, draws: int, rng: np.random.Generator, presorted: bool = False) -> np.ndarray:
-    """`draws` medians of bootstrap resamples of x, drawn without resampling: the j-th smallest of
-    a resample is at most the k-th smallest of x when at least j of its n draws are among the k + 1
-    smallest, a Binomial(n, (k + 1) / n) event; that CDF, over k within 10 standard deviations of the
-    middle (beyond, it is 0 or 1 to double precision), is inverted at uniform draws. Odd n: exactly
-    the bootstrap distribution of the median. Even n: the two middle order statistics inverted at the
-    same draw and averaged (their dependence approximated as monotone)."""
-    from scipy import special
-
-    xs = (x if presorted else np.sort(x)).astype(np.float64)
+    """`draws` medians of bootstrap resamples of x, drawn without resampling. A resample is n
+    indices floor(n U) of uniforms U, so its j-th smallest index is floor(n U_(j)), and the j-th
+    smallest of n uniforms is Beta(j, n - j + 1); given it is u, the next one is u + (1 - u)
+    Beta(1, n - j). Drawing those is exactly the bootstrap distribution of the median, for odd n
+    and (the two middle order statistics jointly) even n, at O(draws) whatever n."""
+    xs = x if presorted else np.sort(x)
     n = len(xs)
-    half = int(10 * np.sqrt(n)) + 10
-    k = np.arange(max(0, (n - 1) // 2 - half), min(n, n // 2 + half + 1))
-    u = rng.random(draws)
-
-    def order_stat(j: int) -> np.ndarray:  # the j-th smallest (1-based) of each resample
-        cdf = special.bdtrc(j - 1, n, (k + 1) / n)  # P(Binomial > j - 1)
-        return xs[k[np.minimum(np.searchsorted(cdf, u), len(k) - 1)]]
-
-    lower = order_stat((n + 1) // 2)
-    return lower if n % 2 else (lower + order_stat(n // 2 + 1)) / 2
+    j = (n + 1) // 2
+    u = rng.beta(j, n - j + 1, draws)
+    lower = xs[np.minimum((u * n).astype(np.int64), n - 1)].astype(np.float64)
+    if n % 2:
+        return lower
+    v = u + (1.0 - u) * rng.beta(1, n - j, draws)
+    return (lower + xs[np.minimum((v * n).astype(np.int64), n - 1)]) / 2
 
 
 def _median_ratio_ci(sa: np.ndarray, sb: np.ndarray, rng: np.random.Generator) -> tuple[float, float]:
@@ -148,19 +142,19 @@ def mann_whitney_p(a: np.ndarray, b: np.ndarray, presorted: bool = False) -> flo
     """Two-sided Mann-Whitney U p-value: scipy's (exact where it picks exact) when a side has at most
     8 values; else the normal approximation with tie and continuity corrections, as scipy's
     asymptotic method computes it, from the two sides sorted (U by binary search, tie counts by
-    merging the runs) instead of ranking their concatenation."""
-    from scipy import stats
-
+    merging the runs, both per distinct value) instead of ranking their concatenation."""
     na, nb = len(a), len(b)
     if min(na, nb) <= 8:
+        from scipy import stats  # only here: importing scipy.stats costs about a second
+
         return float(stats.mannwhitneyu(a, b, alternative="two-sided").pvalue)
     sa, sb = (a, b) if presorted else (np.sort(a), np.sort(b))
-    left, right = np.searchsorted(sb, sa, side="left"), np.searchsorted(sb, sa, side="right")
-    u1 = float(left.sum()) + 0.5 * float((right - left).sum())  # pairs with a above b, ties half
     (ua, ca), (ub, cb) = _runs(sa), _runs(sb)
     pos = np.minimum(np.searchsorted(ub, ua), len(ub) - 1)
     both = ub[pos] == ua
-    t = np.r_[ca + np.where(both, cb[pos], 0), np.delete(cb, pos[both])].astype(np.float64)
+    tied = np.where(both, cb[pos], 0)  # per distinct value of a: how many b equal it
+    u1 = float((ca * np.searchsorted(sb, ua, side="left")).sum()) + 0.5 * float((ca * tied).sum())  # a above b, ties half
+    t = np.r_[ca + tied, np.delete(cb, pos[both])].astype(np.float64)
     n = na + nb
     sd = math.sqrt(na * nb / 12 * ((n + 1) - float((t ** 3 - t).sum()) / (n * (n - 1))))
     if sd == 0:

@@ -515,9 +515,10 @@ def _range_name(trace: Trace, attr: Attribution, kernel: int) -> str:
 
 
 def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, all_kernel_pairs: bool = False,
-            hazards: bool = True) -> Analysis:
+            hazards: bool = True, streams: bool = True) -> Analysis:
     """`pairs`: a PairSpec, or glob pairs (with `all_kernel_pairs` for mode all). `hazards`: judge
-    memory hazards where the trace has memory access sets."""
+    memory hazards where the trace has memory access sets. `streams` False: no per-stream statistics
+    (Analysis.streams empty), for callers that keep none of them (`tracer diff`)."""
     spec = PairSpec.coerce(pairs, all_kernel_pairs)
     memory = trace.memory is not None and trace.memory.recorded
     notes: tuple[str, ...] = ()
@@ -538,8 +539,8 @@ def analyze(trace: Trace, pairs: PairSpec | Sequence[GlobPair] | None = None, al
         require_matches(trace, attr, spec.globs, found, glob_regex)
         counts.update(Counter(p.verdict.value for p in found))
     haz = find_hazards(trace, attr, index, launches) if hazards else None
-    return Analysis(trace=trace, streams=stream_stats(trace), attribution=attr, pairs=tuple(found), pair_counts=counts, event_edges=index.event_edges,
-                    unmatched_waits=index.unmatched_waits,
+    return Analysis(trace=trace, streams=stream_stats(trace) if streams else (), attribution=attr, pairs=tuple(found),
+                    pair_counts=counts, event_edges=index.event_edges, unmatched_waits=index.unmatched_waits,
                     pair_spec=spec, hazards=haz, notes=notes, graphs=graphs)
 
 

@@ -2,8 +2,9 @@
 stream with their cause on the CPU side, and the critical path of a step.
 
 - Overlap: per (step, device), communication is the union of the collective (NCCL) kernels'
-  intervals, compute the union of every other kernel's; hidden = their intersection, exposed =
-  communication - hidden (HTA's comm/comp overlap is hidden / communication).
+  intervals, compute the union of every other kernel's (copies and memsets are neither); hidden =
+  their intersection, exposed = communication - hidden (HTA's comm/comp overlap is hidden /
+  communication).
 - Idle gaps: per stream, the gaps between consecutive kernels (after the running maximum of ends).
   The kernel after a gap was launched either after the gap began (the GPU waited for the CPU: the
   launching thread was in a synchronize, a blocking copy or another API call when the gap began, or
@@ -27,7 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracer.trace.analyze import Analysis
-from tracer.trace.model import SyncKind, Trace, lex_search
+from tracer.trace.model import KERNEL, SyncKind, Trace, lex_search
 
 if TYPE_CHECKING:
     from tracer.trace.job_summary import JobAnalysis
@@ -175,6 +176,7 @@ def overlap(trace: Trace, comm: np.ndarray, steps: tuple[list[str], np.ndarray])
     names, step = steps
     if not comm.any():
         return ()
+    compute = ~comm & (k.kinds() == KERNEL)  # copies and memsets are neither (HTA's MEMORY kernels)
     label = [*names, "outside steps" if names else "whole run"]
     bucket = np.where(step >= 0, step, len(names))
     order = np.lexsort((k.device, bucket))
@@ -182,7 +184,7 @@ def overlap(trace: Trace, comm: np.ndarray, steps: tuple[list[str], np.ndarray])
     out = []
     for lo, hi in zip(heads.tolist(), np.r_[heads[1:], len(order)].tolist()):
         idx = order[lo:hi]
-        c, p = idx[comm[idx]], idx[~comm[idx]]
+        c, p = idx[comm[idx]], idx[compute[idx]]
         if not len(c):
             continue
         cu, pu = merged(k.start[c], k.end[c]), merged(k.start[p], k.end[p])

@@ -195,6 +195,29 @@ def step_key(name: str) -> str | None:
     return head if STEP.match(head) else None
 
 
+def step_keys(names: list[str]) -> list[str | None]:
+    """step_key of each name, computed once per distinct first path segment (range names that
+    carry their step number are all distinct, their first segments are not)."""
+    seen: dict[str, str | None] = {}
+    out = []
+    for name in names:
+        head = name.split("/", 1)[0]
+        key = seen[head] if head in seen else seen.setdefault(head, step_key(head))
+        out.append(key)
+    return out
+
+
+def range_keys(names: list[str]) -> list[str]:
+    """range_key of each name, the first path segment judged once per distinct segment."""
+    seen: dict[str, str] = {}
+    out = []
+    for name in names:
+        head, sep, rest = name.partition("/")
+        pooled = seen[head] if head in seen else seen.setdefault(head, range_key(head))
+        out.append(name if pooled == head else pooled + sep + rest)
+    return out
+
+
 STEP_PREFIXES = ("profilerstep#", "step", "iteration", "iter")
 STEP_SEPARATORS = " _#:.-"
 
@@ -218,7 +241,7 @@ def kernel_steps(trace: Trace, a: Analysis) -> tuple[list[str], np.ndarray]:
     is attributed to, else the step range open (on any thread) when it was launched."""
     r, k = trace.ranges, trace.kernels
     u, inv = np.unique(r.text, return_inverse=True)
-    key_of_text = [step_key(trace.strings[int(sid)]) for sid in u.tolist()]
+    key_of_text = step_keys([trace.strings[int(sid)] for sid in u.tolist()])
     keys = sorted({x for x in key_of_text if x is not None})
     step = np.full(len(k), -1, dtype=np.int64)
     if not keys:

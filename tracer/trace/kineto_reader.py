@@ -179,10 +179,13 @@ def _int(d: dict[str, Any], key: str, default: int | None) -> int:
 
 class _Columns:
     """The events read so far, as columns (start and end as the float microseconds Kineto gives,
-    turned into nanoseconds at the end exactly as int(round(us * 1000)) would)."""
+    less `base`, the first event's whole microseconds; turned into nanoseconds at the end as
+    round((us - base) * 1000) + base * 1000: a float of epoch microseconds (about 1.7e15) times 1000
+    is beyond float64's exact integers and came out in steps of 256 ns)."""
 
     def __init__(self) -> None:
         self.s = Interner()
+        self.base: int | None = None
         self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name = (
             array("d"), array("d"), array("q"), array("q"), array("q"), array("q"))
         self.apis: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q")]
@@ -230,7 +233,10 @@ class _Columns:
             raise _bad_number("ts", ts, -MAX_US)
         if not ((t := type(dur)) is int or t is float) or not 0 <= dur <= MAX_US:
             raise _bad_number("dur", dur, 0)
-        return args, (float(ts), float(ts + dur)), name
+        if self.base is None:
+            self.base = int(ts)
+        rel = ts - self.base  # exact: an int, or a float within a factor of two of the base
+        return args, (float(rel), float(rel + dur)), name
 
     def _kernel(self, e: dict[str, Any]) -> None:
         args, (start, end), name = self._common(e)
@@ -261,26 +267,37 @@ class _Columns:
         if kind in (SyncKind.WAIT, SyncKind.EVENT) and key != -1:
             self.records[key] = EventRecord(device, _int(args, "wait_on_stream", -1), key, key)
         stream = _int(args, "stream", -1) if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1
-        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key, start=_ns(start), end=_ns(end),
-                               tid=-1, api=name))
+        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key,
+                               start=self._ns(start), end=self._ns(end), tid=-1, api=name))
 
     def trace(self, path: Path) -> Trace:
-        kernels = _sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
-                          order=(0, 1, 2, 3, 4, 5))
-        api = from_columns(Apis, _sorted(self.apis, order=(3,)))
+        kernels = self._sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
+                               order=(0, 1, 2, 3, 4, 5))
+        api = from_columns(Apis, self._sorted(self.apis, order=(3,)))
         syncs = sorted(self.syncs, key=lambda y: y.corr)
         tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
         return Trace(source=str(path), producer="pytorch-profiler (kineto)", strings=self.s.items, kernels=from_columns(Kernels, kernels), apis=api,
-                     ranges=Ranges(*_sorted(self.ranges, order=(0, 1, 2, 3))),
+                     ranges=Ranges(*self._sorted(self.ranges, order=(0, 1, 2, 3))),
                      records=tuple(sorted(self.records.values(), key=lambda r: r.corr)), syncs=tuple(syncs), memcpy_count=self.memcpy,
                      memset_count=self.memset,
                      transfers=self._transfers())
 
     def _transfers(self) -> Transfers:
-        start, end, dev, stream, corr, op, kind, size = _sorted(self.x, order=(0,))
+        start, end, dev, stream, corr, op, kind, size = self._sorted(self.x, order=(0,))
         return Transfers(start=start, end=end, device=dev, stream=stream, corr=corr, op=op, copy_kind=kind, bytes=size,
                          graph_node=np.zeros(len(start), dtype=np.int64))
+
+    def _ns(self, us: float) -> int:
+        return int(round(float(us) * 1000)) + (self.base or 0) * 1000
+
+    def _sorted(self, cols: list[array[Any]], order: tuple[int, ...]) -> list[np.ndarray]:
+        """int64 columns (the time columns in nanoseconds), rows sorted by the columns in `order`
+        (stable: rows equal on those keep the file's order)."""
+        out = [np.rint(np.frombuffer(c, dtype=np.float64) * 1000).astype(np.int64) + (self.base or 0) * 1000 if c.typecode == "d"
+               else np.frombuffer(c, dtype=np.int64) for c in cols]
+        idx = np.lexsort([out[k] for k in reversed(order)])
+        return [np.ascontiguousarray(c[idx]) for c in out]
 
 
 def _append(cols: list[array[Any]], row: tuple[Any, ...]) -> None:
@@ -288,17 +305,6 @@ def _append(cols: list[array[Any]], row: tuple[Any, ...]) -> None:
         col.append(v)
 
 
-def _ns(us: float) -> int:
-    return int(round(float(us) * 1000))
-
-
-def _sorted(cols: list[array[Any]], order: tuple[int, ...]) -> list[np.ndarray]:
-    """int64 columns (the time columns in nanoseconds), rows sorted by the columns in `order`
-    (stable: rows equal on those keep the file's order)."""
-    out = [np.rint(np.frombuffer(c, dtype=np.float64) * 1000).astype(np.int64) if c.typecode == "d"
-           else np.frombuffer(c, dtype=np.int64) for c in cols]
-    idx = np.lexsort([out[k] for k in reversed(order)])
-    return [np.ascontiguousarray(c[idx]) for c in out]
 
 
 def _open(path: Path) -> TextIO:
