@@ -21,16 +21,41 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "scripts"))
 
 
-def make(n: int, events: bool, out: Path) -> Path:
+CASES = ("plain", "chain", "chain-first", "fan-out", "fan-in")
+
+
+def make(n: int, case: str, out: Path) -> Path:
+    """N streams of 2 kernels, each stream's in an NVTX range, with events by case: plain (none);
+    chain (each stream, after its kernels, waits on an event recorded on the stream before); chain-first
+    (each stream waits on the previous stream's event before its kernels: every kernel is ordered
+    after every kernel of the streams before it, clocks grow with the chain); fan-out (one event on
+    the first stream, waited on by every other stream before its kernels); fan-in (every stream
+    records after its kernels, the first stream waits on them all and runs 2 more kernels)."""
     from make_synthetic_trace import TraceBuilder
 
-    b = TraceBuilder()
+    b, keys = TraceBuilder(), []
+    root = None
     for s in range(n):
         b.push(f"r{s}")
+        if case == "chain-first" and s:
+            b.wait(100 + s, b.record(100 + s - 1))
+        if case == "fan-out" and root is not None:
+            b.wait(100 + s, root)
         b.launch(100 + s, name=f"k{s % 7}")
         b.launch(100 + s, name=f"k{s % 5}")
-        if events and s:
+        if case == "chain" and s:
             b.wait(100 + s, b.record(100 + s - 1))
+        if case == "fan-out" and s == 0:
+            root = b.record(100)
+        if case == "fan-in" and s:
+            keys.append(b.record(100 + s))
+        b.pop()
+    if case == "fan-in":
+        b.push("join")
+        for key in keys:
+            b.wait(100, key)
+        b.launch(100, name="join")
+        b.launch(100, name="join")
         b.pop()
     return b.write(out)
 

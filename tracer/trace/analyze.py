@@ -432,7 +432,7 @@ def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: 
     base = np.zeros(len(index.streams), dtype=bool)
     base[list(per)] = True
     base &= ~named
-    counts = plain_pair_counts(index, per, base) if base.any() else np.zeros(len(VERDICTS), dtype=np.int64)
+    counts = plain_pair_counts(index, per, base, next_on) if base.any() else np.zeros(len(VERDICTS), dtype=np.int64)
     device = np.array([d for d, _ in index.streams], dtype=np.int64)
     consumers = np.concatenate(list(per.values()))
     for x in per:
@@ -505,7 +505,7 @@ def _judge(index: OrderingIndex, p_idx: np.ndarray, c_idx: np.ndarray, counts: n
             listed[unordered] += list(zip(p[hit].tolist(), c[hit].tolist()))
 
 
-def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: np.ndarray) -> np.ndarray:
+def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: np.ndarray, next_on: NextOn) -> np.ndarray:
     """Verdict counts of every (consumer c, plain producer stream x) pair, x another stream of c's
     device, without a loop over x. For a plain x the pair is HOST_SYNCHRONIZED exactly when x's last
     kernel before c was submitted below G(c), the frontier of c's context syncs (host_frontier of any
@@ -531,37 +531,15 @@ def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: n
         first = np.sort(np.array([k.corr[per[x]].min() for x in xs], dtype=np.int64))
         c_corr = k.corr[c]
         mine = np.isin(index.kernel_col[c], np.array(xs, dtype=np.int64))  # c's own stream is in the group
-        before = np.searchsorted(first, c_corr) - (mine & (c_corr > _first_on(index, per, c)))
+        before = np.searchsorted(first, c_corr) - (mine & (c_corr > next_on.first[index.kernel_col[c]]))
         g = index.host_frontier(c, xs[0])
         lo, hi = np.searchsorted(corr, np.maximum(g, 0)), np.searchsorted(corr, c_corr)
         touched = distinct_in_ranges(stream_of, lo, hi)  # plain streams with a kernel in [G, c)
-        touched -= mine & _own_in_range(index, per, c, g)
+        touched -= mine & (next_on(index.kernel_col[c], np.maximum(g, 0)) < c_corr)  # c's own stream has a kernel in [G, c)
         host = np.where(g >= 0, before - touched, 0)
         counts[VERDICTS.index(Verdict.HOST_SYNCHRONIZED)] += int(host.sum())
         counts[UNORDERED] += int((before - host).sum())
     return counts
-
-
-def _first_on(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray) -> np.ndarray:
-    """The lowest correlation id on each kernel's own stream."""
-    k = index.trace.kernels
-    low = np.full(len(index.streams), -1, dtype=np.int64)
-    for x, idx in per.items():
-        low[x] = k.corr[idx].min()
-    first: np.ndarray = low[index.kernel_col[c]]
-    return first
-
-
-def _own_in_range(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Whether each consumer's own stream has a kernel with correlation id in [g, c) (counted among
-    the touched streams, but no producer of its own consumers)."""
-    k = index.trace.kernels
-    out = np.zeros(len(c), dtype=bool)
-    for x in np.unique(index.kernel_col[c]).tolist():
-        m = index.kernel_col[c] == x
-        own = np.sort(k.corr[per[x]])
-        out[m] = np.searchsorted(own, k.corr[c[m]]) > np.searchsorted(own, np.maximum(g[m], 0))
-    return out
 
 
 def distinct_in_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
