@@ -24,7 +24,7 @@ from tracer.trace.selection import require_matches
 
 MAX_LISTED_PAIRS = 200
 FEW_STREAMS = 64  # above this many streams, all_pairs counts pairs in bulk (bulk_pair_counts), not stream pair by pair
-LIST_BUDGET = 4096  # (consumer, producer) stream pairs searched for listed examples, above FEW_STREAMS
+LIST_BUDGET = 1024  # (consumer, producer) stream pairs searched for listed examples, above FEW_STREAMS
 UNORDERED = VERDICTS.index(Verdict.UNORDERED)
 PAIRS_ALL_NOTE = ("--pairs all without memory access sets cannot tell races from independent work: "
                   "an UNORDERED pair may touch different memory (capture with --memory for hazards)")
@@ -204,25 +204,44 @@ class Analysis:
 
 
 def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
+    """Per stream, in one pass over its operations sorted by start: busy, idle (gaps between the
+    running end and the next start), span and the largest gap."""
     k = trace.kernels
     keys, inverse = stream_keys(k.device, k.stream)
-    by_stream = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[by_stream], np.arange(len(keys) + 1))
+    if not keys:
+        return ()
+    order = np.lexsort((k.start, inverse))
+    seg, start = inverse[order], k.start[order]
+    reach = _running_max_by(k.end[order], seg)
+    heads = np.searchsorted(seg, np.arange(len(keys)))
+    tails = np.r_[heads[1:], len(seg)] - 1
+    gaps = np.r_[0, np.maximum(start[1:] - reach[:-1], 0)]
+    gaps[heads] = 0  # a stream's first operation follows no gap
+    idle, max_gap = np.add.reduceat(gaps, heads), np.maximum.reduceat(gaps, heads)
+    span = reach[tails] - start[heads]
+    kernels = np.add.reduceat((k.kinds()[order] == 0).astype(np.int64), heads)
     out = []
     for n, (dev, stream) in enumerate(keys):
-        idx = by_stream[bounds[n]:bounds[n + 1]]
-        start, end = k.start[idx], k.end[idx]
-        order = np.argsort(start, kind="stable")
-        start, end = start[order], np.maximum.accumulate(end[order])
-        gaps = np.maximum(start[1:] - end[:-1], 0)
-        span = int(end[-1] - start[0])
-        idle = int(gaps.sum())
         o = trace.stream_origin(stream)
-        kernels = int((k.kinds()[idx] == 0).sum())
-        out.append(StreamStats(device=dev, stream=stream, kernels=kernels, busy_ns=span - idle, idle_ns=idle, span_ns=span,
-                               max_gap_ns=int(gaps.max()) if len(gaps) else 0,
-                               operations=len(idx), pid=o.pid, raw_stream=o.stream if trace.multi_process else None))
+        out.append(StreamStats(device=dev, stream=stream, kernels=int(kernels[n]), busy_ns=int(span[n] - idle[n]), idle_ns=int(idle[n]),
+                               span_ns=int(span[n]), max_gap_ns=int(max_gap[n]), operations=int(tails[n] - heads[n] + 1), pid=o.pid,
+                               raw_stream=o.stream if trace.multi_process else None))
     return tuple(out)
+
+
+def _running_max_by(values: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The running maximum of values, restarting where seg (sorted) changes: one accumulate over
+    values lifted by segment, where the lift cannot overflow, else one per segment."""
+    low, high = int(values.min()), int(values.max())
+    lift = high - low + 1
+    if int(seg[-1]) * lift < (1 << 62):
+        out: np.ndarray = np.maximum.accumulate((values - low) + seg * lift) - seg * lift + low
+        return out
+    out = values.copy()
+    bounds = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        out[a:b] = np.maximum.accumulate(values[a:b])
+    return out
 
 
 def glob_regex(glob: str) -> re.Pattern[str]:
