@@ -469,7 +469,7 @@ def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: 
         x = xs[xi]
         after = next_on(x, values[ri, xi])  # x's first kernel at or after the entry
         start = np.searchsorted(ri, np.arange(len(values)))
-        size = np.diff(np.r_[start, len(ri)])
+        size = np.diff(np.append(start, len(ri)))
         cc = np.flatnonzero(row >= 0)
         e = expand_ranges(start[row[cc]], size[row[cc]])  # (consumer, entry of its row) pairs
         ci = np.repeat(cc, size[row[cc]])

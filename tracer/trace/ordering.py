@@ -109,7 +109,7 @@ def stream_keys(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey]
 
 def _distinct(rising: np.ndarray) -> np.ndarray:
     """The distinct values of a sorted array."""
-    return rising[np.r_[True, rising[1:] != rising[:-1]]] if len(rising) else rising
+    return rising[np.concatenate(([True], rising[1:] != rising[:-1]))] if len(rising) else rising
 
 
 def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -150,7 +150,7 @@ def merged(clocks: list[Clock]) -> Clock:
     cols, values = np.concatenate([c.cols for c in full]), np.concatenate([c.values for c in full])
     order = np.lexsort((values, cols))
     cols, values = cols[order], values[order]
-    last = np.r_[cols[1:] != cols[:-1], True]
+    last = np.concatenate((cols[1:] != cols[:-1], [True]))
     return Clock(cols[last], values[last])
 
 
