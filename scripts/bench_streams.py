@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -115,19 +114,25 @@ class KinetoBuilder:
 
 
 def timed(argv: list[str], root: Path, timeout: float) -> tuple[float, float, int] | None:
-    """(wall s, CPU s, peak RSS MB) of `python -m tracer argv` run from root; None past the timeout."""
+    """(wall s, CPU s, peak RSS MB) of `python -m tracer argv` run from root, from the child's own
+    rusage (os.wait4); None past the timeout."""
     env = {**os.environ, "PYTHONPATH": str(root)}
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
-    try:
-        subprocess.run([sys.executable, "-m", "tracer", *argv], cwd=root, env=env, check=True, timeout=timeout,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    except subprocess.TimeoutExpired:
-        return None
+    child = subprocess.Popen([sys.executable, "-m", "tracer", *argv], cwd=root, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    while True:
+        pid, status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid:
+            break
+        if time.perf_counter() - t0 > timeout:
+            child.kill()
+            os.wait4(child.pid, 0)
+            return None
+        time.sleep(0.05)
     wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss // 1024
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{argv[:2]} failed in {root} (exit {os.waitstatus_to_exitcode(status)})")
+    return wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss // 1024
 
 
 def fmt_result(r: tuple[float, float, int] | None, timeout: float) -> str:
