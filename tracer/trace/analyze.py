@@ -16,7 +16,7 @@ from tracer.schemas import header
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
-from tracer.trace.model import KERNEL, OP_KINDS, Trace, expand_ranges, process_index, with_operations
+from tracer.trace.model import KERNEL, OP_KINDS, PROCESS_SHIFT, Trace, expand_ranges, process_index, with_operations
 from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, groups, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec
 from tracer.trace.selection import require_matches
@@ -459,23 +459,23 @@ def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: 
             c = consumers[(device[index.kernel_col[consumers]] == device[x]) & (index.kernel_col[consumers] != x)]
             _judge(index, per[x], c, counts, None)
     g = _context_frontiers(index, per, base, device, consumers)
-    process = process_index(np.array([s for _, s in index.streams], dtype=np.int64))
+    process = np.array([s for _, s in index.streams], dtype=np.int64) >> PROCESS_SHIFT
     for y, c in per.items():
         xs, values, row = index.event_rows(y, c)
         keep = base[xs] & (device[xs] == device[y]) & (xs != y)
         ri, xi = np.nonzero((values >= 0) & keep[None, :])  # clock entries, by row
         if len(ri) == 0:
             continue
-        x = xs[xi]
-        after = next_on(x, values[ri, xi])  # x's first kernel at or after the entry
+        on = xs[xi]  # the entries' streams
+        after = next_on(on, values[ri, xi])  # x's first kernel at or after the entry
         start = np.searchsorted(ri, np.arange(len(values)))
         size = np.diff(np.append(start, len(ri)))
         cc = np.flatnonzero(row >= 0)
         e = expand_ranges(start[row[cc]], size[row[cc]])  # (consumer, entry of its row) pairs
         ci = np.repeat(cc, size[row[cc]])
         c_corr = k.corr[c[ci]]
-        event = (next_on.first[x[e]] < c_corr) & (after[e] >= c_corr)
-        ex, ec, c_corr = x[e[event]], c[ci[event]], c_corr[event]
+        event = (next_on.first[on[e]] < c_corr) & (after[e] >= c_corr)
+        ex, ec, c_corr = on[e[event]], c[ci[event]], c_corr[event]
         front = np.full(len(ex), -1, dtype=np.int64)
         for p, m in groups(process[ex]):
             front[m] = g[(int(device[y]), p)][ec[m]]
@@ -517,7 +517,9 @@ def _judge(index: OrderingIndex, p_idx: np.ndarray, c_idx: np.ndarray, counts: n
     codes = index.verdicts(p, c)
     if counts is not None:
         counts += np.bincount(codes, minlength=len(VERDICTS))
-    for unordered in (True, False) if listed is not None else ():
+    if listed is None:
+        return
+    for unordered in (True, False):
         room = MAX_LISTED_PAIRS - len(listed[unordered])
         if room > 0:
             hit = np.flatnonzero((codes == UNORDERED) == unordered)[:room]

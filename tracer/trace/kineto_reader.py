@@ -341,9 +341,9 @@ class _Processes:
         last = np.maximum(hi - 1, 0)
         shared = self.pid[at] != self.pid[last]
         if shared.any():
-            bad = int(corr[np.argmax(shared)])
-            raise TraceFormatError(f"{self.path}: correlation id {bad} belongs to runtime calls of processes {int(self.pid[at[np.argmax(shared)]])} "
-                                   f"and {int(self.pid[last[np.argmax(shared)]])}: cannot tell whose GPU work it names (profile one process per file)")
+            i = int(np.argmax(shared))
+            raise TraceFormatError(f"{self.path}: correlation id {int(corr[i])} belongs to runtime calls of processes {int(self.pid[at[i]])} "
+                                   f"and {int(self.pid[last[i]])}: cannot tell whose GPU work it names (profile one process per file)")
         out: np.ndarray = self.pid[at]
         return out
 

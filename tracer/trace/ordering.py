@@ -141,7 +141,6 @@ class Clock:
         return Clock(np.concatenate((self.cols[:at], [col], self.cols[at:])), np.concatenate((self.values[:at], [corr], self.values[at:])))
 
 
-
 def merged(clocks: list[Clock]) -> Clock:
     """The entry-wise maximum of clocks, in one sort."""
     full = [c for c in clocks if len(c.cols)]
