@@ -460,6 +460,7 @@ def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: 
             _judge(index, per[x], c, counts, None)
     g = _context_frontiers(index, per, base, device, consumers)
     process = np.array([s for _, s in index.streams], dtype=np.int64) >> PROCESS_SHIFT
+    synced = {dev for (dev, _), front in g.items() if (front >= 0).any()}  # devices with a context sync that counts
     for y, c in per.items():
         xs, values, row = index.event_rows(y, c)
         keep = base[xs] & (device[xs] == device[y]) & (xs != y)
@@ -468,6 +469,12 @@ def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: 
             continue
         on = xs[xi]  # the entries' streams
         after = next_on(on, values[ri, xi])  # x's first kernel at or after the entry
+        if len(values) == 1 and int(device[y]) not in synced:  # one clock row, nothing host-synchronized: count only
+            c_corr = k.corr[c[row >= 0]][:, None]
+            moved = int(np.count_nonzero((next_on.first[on][None, :] < c_corr) & (after[None, :] >= c_corr)))
+            counts[VERDICTS.index(Verdict.EVENT_ORDERED)] += moved
+            counts[UNORDERED] -= moved
+            continue
         start = np.searchsorted(ri, np.arange(len(values)))
         size = np.diff(np.append(start, len(ri)))
         cc = np.flatnonzero(row >= 0)
