@@ -384,6 +384,8 @@ def damaged_cases() -> list[Case]:
              write("t.json", json.dumps(KINETO).replace('"ph": "X", "cat": "kernel"', '"ph": "X", "ph": "i", "cat": "kernel"'))),
         Case("damaged traces", "two processes on one GPU, both with streams 7 and 13, --fail-on-unordered",
              [*an, "{d}/t.sqlite", "--fail-on-unordered"], (1,), two_processes),
+        Case("damaged traces", "Kineto JSON of two processes whose launches share correlation id 1", [*an, "{d}/t.json"], (6,),
+             write("t.json", json.dumps({"traceEvents": [*KINETO["traceEvents"], {**KINETO["traceEvents"][1], "pid": 2, "tid": 2}]}))),
         Case("duplicate keys", "suppressions YAML whose second `kernel:` is '*'",
              ["sanitize", "import", str(SAN / "memcheck-planted_oob.xml"), "--suppressions", "{d}/s.yaml"], (2,), write("s.yaml", dup_rule)),
         Case("duplicate keys", "workload profile with `workload:` twice", ["run", "{d}/w.yaml"], (2,),
@@ -395,16 +397,20 @@ def damaged_cases() -> list[Case]:
         Case("scale", "10,000 streams, trace analyze (--pairs all)", [*an, "{d}/t.sqlite"], (0,), many_streams(10_000)),
         Case("scale", "10,000 streams, plot stream-timeline (lanes folded)", ["plot", "stream-timeline", "{d}/t.sqlite", "-o", "{d}/t.png"],
              (0,), many_streams(10_000)),
+        Case("scale", "5,000 streams, each waiting on the previous one's event before its kernels, trace analyze", [*an, "{d}/t.sqlite"],
+             (0,), many_streams(5_000, "chain-first")),
+        Case("scale", "10,000 streams, each waiting on the previous one's event, plot stream-timeline",
+             ["plot", "stream-timeline", "{d}/t.sqlite", "-o", "{d}/t.png"], (0,), many_streams(10_000, "chain")),
         Case("scale", "ablation JSON of 5,000 variants", ["plot", "ablation", "{d}/a.json", "-o", "{d}/a.png"], (0,),
              write("a.json", json.dumps({"variants": {f"v{i}": {"failures": i % 3, "trials": 10} for i in range(5000)}}))),
     ]
 
 
-def many_streams(n: int) -> Setup:
+def many_streams(n: int, case: str = "plain") -> Setup:
     def make(d: Path) -> None:
         sys.path.insert(0, str(ROOT / "scripts"))
         from bench_streams import make as build
-        build(n, False, d / "t.sqlite")
+        build(n, case, d / "t.sqlite")
     return make
 
 

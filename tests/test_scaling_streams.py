@@ -95,14 +95,16 @@ def test_distinct_in_ranges_matches_a_set_count() -> None:
     assert distinct_in_ranges(v, lo, hi).tolist() == [len(set(v[a:b].tolist())) for a, b in zip(lo, hi)]
 
 
-def test_ten_thousand_streams_are_analysed_and_plotted_in_seconds(tmp_path: Path) -> None:
-    """10,000 streams of 2 kernels each (20,000 kernels, 10^8 kernel pairs across streams): CPU
-    seconds of the child, as wall time on a shared machine says little; the picture folds lanes."""
+@pytest.mark.parametrize("case", ["plain", "chain"])
+def test_ten_thousand_streams_are_analysed_and_plotted_in_seconds(tmp_path: Path, case: str) -> None:
+    """10,000 streams of 2 kernels each (20,000 kernels, 10^8 kernel pairs across streams), plain or
+    each waiting on an event of the one before (scripts/bench_streams.py): CPU seconds of the child,
+    as wall time on a shared machine says little; the picture folds lanes."""
     import resource
     sys.path.insert(0, str(ROOT / "scripts"))
     from bench_streams import make
 
-    path = make(10_000, False, tmp_path / "s.sqlite")
+    path = make(10_000, case, tmp_path / "s.sqlite")
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     for argv in (["trace", "analyze", str(path), "--json"], ["plot", "stream-timeline", str(path), "-o", str(tmp_path / "s.png")]):
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -114,6 +116,7 @@ def test_ten_thousand_streams_are_analysed_and_plotted_in_seconds(tmp_path: Path
         if argv[0] == "trace":
             doc = json.loads(out.stdout)
             assert len(doc["streams"]) == 10_000 and doc["pair_counts"]["unordered"] == 10_000 * 9_999
+            assert doc["event_edges"] == (9_999 if case == "chain" else 0)
         else:
             assert "40 stream lanes" in out.stdout
 

@@ -16,15 +16,15 @@ from tracer.schemas import header
 from tracer.trace.attribution import Attribution, attribute
 from tracer.trace.graphs import GraphReplays, on_launch_streams
 from tracer.trace.hazards import Hazards, find_hazards
-from tracer.trace.model import KERNEL, OP_KINDS, Trace, process_index, with_operations
-from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, stream_keys
+from tracer.trace.model import KERNEL, OP_KINDS, PROCESS_SHIFT, Trace, expand_ranges, process_index, with_operations
+from tracer.trace.ordering import VERDICTS, Edge, OrderingIndex, Verdict, groups, stream_keys
 from tracer.trace.pairs import GlobPair, PairMode, PairSpec
 from tracer.trace.selection import require_matches
 
 
 MAX_LISTED_PAIRS = 200
-FEW_STREAMS = 64  # above this many streams, all_pairs counts producers on plain streams at once
-LIST_BUDGET = 4096  # (consumer, plain producer) stream pairs searched for listed examples
+FEW_STREAMS = 64  # above this many streams, all_pairs counts pairs in bulk (bulk_pair_counts), not stream pair by pair
+LIST_BUDGET = 1024  # (consumer, producer) stream pairs searched for listed examples, above FEW_STREAMS
 UNORDERED = VERDICTS.index(Verdict.UNORDERED)
 PAIRS_ALL_NOTE = ("--pairs all without memory access sets cannot tell races from independent work: "
                   "an UNORDERED pair may touch different memory (capture with --memory for hazards)")
@@ -204,25 +204,44 @@ class Analysis:
 
 
 def stream_stats(trace: Trace) -> tuple[StreamStats, ...]:
+    """Per stream, in one pass over its operations sorted by start: busy, idle (gaps between the
+    running end and the next start), span and the largest gap."""
     k = trace.kernels
     keys, inverse = stream_keys(k.device, k.stream)
-    by_stream = np.argsort(inverse, kind="stable")
-    bounds = np.searchsorted(inverse[by_stream], np.arange(len(keys) + 1))
+    if not keys:
+        return ()
+    order = np.lexsort((k.start, inverse))
+    seg, start = inverse[order], k.start[order]
+    reach = _running_max_by(k.end[order], seg)
+    heads = np.searchsorted(seg, np.arange(len(keys)))
+    tails = np.r_[heads[1:], len(seg)] - 1
+    gaps = np.r_[0, np.maximum(start[1:] - reach[:-1], 0)]
+    gaps[heads] = 0  # a stream's first operation follows no gap
+    idle, max_gap = np.add.reduceat(gaps, heads), np.maximum.reduceat(gaps, heads)
+    span = reach[tails] - start[heads]
+    kernels = np.add.reduceat((k.kinds()[order] == 0).astype(np.int64), heads)
     out = []
     for n, (dev, stream) in enumerate(keys):
-        idx = by_stream[bounds[n]:bounds[n + 1]]
-        start, end = k.start[idx], k.end[idx]
-        order = np.argsort(start, kind="stable")
-        start, end = start[order], np.maximum.accumulate(end[order])
-        gaps = np.maximum(start[1:] - end[:-1], 0)
-        span = int(end[-1] - start[0])
-        idle = int(gaps.sum())
         o = trace.stream_origin(stream)
-        kernels = int((k.kinds()[idx] == 0).sum())
-        out.append(StreamStats(device=dev, stream=stream, kernels=kernels, busy_ns=span - idle, idle_ns=idle, span_ns=span,
-                               max_gap_ns=int(gaps.max()) if len(gaps) else 0,
-                               operations=len(idx), pid=o.pid, raw_stream=o.stream if trace.multi_process else None))
+        out.append(StreamStats(device=dev, stream=stream, kernels=int(kernels[n]), busy_ns=int(span[n] - idle[n]), idle_ns=int(idle[n]),
+                               span_ns=int(span[n]), max_gap_ns=int(max_gap[n]), operations=int(tails[n] - heads[n] + 1), pid=o.pid,
+                               raw_stream=o.stream if trace.multi_process else None))
     return tuple(out)
+
+
+def _running_max_by(values: np.ndarray, seg: np.ndarray) -> np.ndarray:
+    """The running maximum of values, restarting where seg (sorted) changes: one accumulate over
+    values lifted by segment, where the lift cannot overflow, else one per segment."""
+    low, high = int(values.min()), int(values.max())
+    lift = high - low + 1
+    if int(seg[-1]) * lift < (1 << 62):
+        out: np.ndarray = np.maximum.accumulate((values - low) + seg * lift) - seg * lift + low
+        return out
+    out = values.copy()
+    bounds = np.flatnonzero(np.r_[True, seg[1:] != seg[:-1], True])
+    for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
+        out[a:b] = np.maximum.accumulate(values[a:b])
+    return out
 
 
 def glob_regex(glob: str) -> re.Pattern[str]:
@@ -358,31 +377,137 @@ def all_pairs(trace: Trace, attr: Attribution, index: OrderingIndex,
               few_streams: int = FEW_STREAMS) -> tuple[list[PairVerdict], dict[str, int]]:
     """Every kernel against the last kernel submitted before it on each other stream of its device,
     judged in bulk; PairVerdicts (with the edge) only for the listed ones, UNORDERED first. With more
-    than `few_streams` streams, producers on plain streams (OrderingIndex.plain_streams) are
-    counted for all of them at once (plain_pair_counts) instead of stream by stream."""
+    than `few_streams` streams, the pairs are counted without a loop over stream pairs
+    (bulk_pair_counts) and examples are listed from the first LIST_BUDGET stream pairs."""
     k, col = trace.kernels, index.kernel_col
     order = np.lexsort((k.corr, col))
     bounds = np.searchsorted(col[order], np.arange(len(index.streams) + 1))
     per = {x: order[bounds[x]:bounds[x + 1]] for x in range(len(index.streams)) if bounds[x + 1] > bounds[x]}
-    counts = np.zeros(len(VERDICTS), dtype=np.int64)
     listed: dict[bool, list[tuple[int, int]]] = {True: [], False: []}
-    plain = index.plain_streams() if len(per) > few_streams else np.zeros(len(index.streams), dtype=bool)
-    if plain.any():
-        counts += plain_pair_counts(index, per, plain)
-    rich = [x for x in per if not plain[x]]
-    budget = LIST_BUDGET  # (consumer, plain producer) stream pairs tried for listed examples
-    for y, c_idx in per.items():
-        for x in rich:
-            if x != y and index.streams[x][0] == index.streams[y][0]:  # other streams of the same device
-                _judge(index, per[x], c_idx, counts, listed)
-        for x in np.flatnonzero(plain).tolist() if budget > 0 and not _full(listed) else ():
-            if x in per and x != y and index.streams[x][0] == index.streams[y][0]:
-                _judge(index, per[x], c_idx, None, listed)  # counted by plain_pair_counts
-                budget -= 1
-                if budget <= 0 or _full(listed):
-                    break
+    if len(per) > few_streams:
+        counts = bulk_pair_counts(index, per, NextOn(index, order, bounds))
+        _examples(index, per, listed)
+    else:
+        counts = np.zeros(len(VERDICTS), dtype=np.int64)
+        for y, c_idx in per.items():
+            for x in per:
+                if x != y and index.streams[x][0] == index.streams[y][0]:  # other streams of the same device
+                    _judge(index, per[x], c_idx, counts, listed)
     pairs = [_kernel_pair(trace, attr, index, p, c) for p, c in listed[True] + listed[False]]
     return pairs, {v.value: int(n) for v, n in zip(VERDICTS, counts)}
+
+
+class NextOn:
+    """The first correlation id at or above v on stream x, for arrays of (x, v), by one binary search
+    over all kernels sorted by (stream, correlation id) (order, bounds: as all_pairs makes them)."""
+
+    def __init__(self, index: OrderingIndex, order: np.ndarray, bounds: np.ndarray) -> None:
+        corr = index.trace.kernels.corr[order]
+        self.bounds, self.corr = bounds, corr
+        self.low = int(corr.min()) if len(corr) else 0
+        self.span = (int(corr.max()) if len(corr) else 0) - self.low + 2
+        self.keys = index.kernel_col[order] * self.span + (corr - self.low) if len(bounds) * self.span < (1 << 62) else None
+        self.first = np.where(bounds[1:] > bounds[:-1], corr[np.minimum(bounds[:-1], max(len(corr) - 1, 0))], NO_KERNEL)
+
+    def __call__(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        if self.keys is None:
+            at = np.array([self.bounds[a] + np.searchsorted(self.corr[self.bounds[a]:self.bounds[a + 1]], b)
+                           for a, b in zip(x.tolist(), v.tolist())], dtype=np.int64).reshape(len(x))
+        else:
+            at = np.searchsorted(self.keys, x * self.span + (np.minimum(np.maximum(v, self.low), self.low + self.span - 1) - self.low))
+        found = at < self.bounds[x + 1]
+        out = np.full(len(x), NO_KERNEL, dtype=np.int64)
+        out[found] = self.corr[at[found]]
+        return out
+
+
+NO_KERNEL = np.iinfo(np.int64).max
+
+
+def _examples(index: OrderingIndex, per: dict[int, np.ndarray], listed: dict[bool, list[tuple[int, int]]]) -> None:
+    """Listed pairs (not counted) from the first LIST_BUDGET (consumer, producer) stream pairs."""
+    budget = LIST_BUDGET
+    for y, c_idx in per.items():
+        for x in per:
+            if x != y and index.streams[x][0] == index.streams[y][0]:
+                _judge(index, per[x], c_idx, None, listed)
+                budget -= 1
+                if budget <= 0 or _full(listed):
+                    return
+
+
+def bulk_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], next_on: NextOn) -> np.ndarray:
+    """Verdict counts of every (consumer c, producer stream x) pair, x another stream of c's device,
+    in time near-linear in kernels plus the event clock entries kernels read, not streams squared.
+
+    A stream x no stream or event sync names (OrderingIndex.host_named) has the host frontier of its
+    context's syncs, G(c), like every such stream of its device and process: counted for all of them
+    at once as if no event ordered them (plain_pair_counts), then each event clock entry (x, E) of
+    the wait c follows moves the pair to event-ordered where x's last kernel before c is below E
+    (no kernel of x in [E, c)), out of host-synchronized where it was also below G, else out of
+    unordered. Streams a sync names are judged one at a time against every consumer (_judge)."""
+    k = index.trace.kernels
+    named = index.host_named()
+    base = np.zeros(len(index.streams), dtype=bool)
+    base[list(per)] = True
+    base &= ~named
+    counts = plain_pair_counts(index, per, base, next_on) if base.any() else np.zeros(len(VERDICTS), dtype=np.int64)
+    device = np.array([d for d, _ in index.streams], dtype=np.int64)
+    consumers = np.concatenate(list(per.values()))
+    for x in per:
+        if named[x]:
+            c = consumers[(device[index.kernel_col[consumers]] == device[x]) & (index.kernel_col[consumers] != x)]
+            _judge(index, per[x], c, counts, None)
+    g = _context_frontiers(index, per, base, device, consumers)
+    process = np.array([s for _, s in index.streams], dtype=np.int64) >> PROCESS_SHIFT
+    synced = {dev for (dev, _), front in g.items() if (front >= 0).any()}  # devices with a context sync that counts
+    for y, c in per.items():
+        xs, values, row = index.event_rows(y, c)
+        keep = base[xs] & (device[xs] == device[y]) & (xs != y)
+        ri, xi = np.nonzero((values >= 0) & keep[None, :])  # clock entries, by row
+        if len(ri) == 0:
+            continue
+        on = xs[xi]  # the entries' streams
+        after = next_on(on, values[ri, xi])  # x's first kernel at or after the entry
+        if len(values) == 1 and int(device[y]) not in synced:  # one clock row, nothing host-synchronized: count only
+            c_corr = k.corr[c[row >= 0]][:, None]
+            moved = int(np.count_nonzero((next_on.first[on][None, :] < c_corr) & (after[None, :] >= c_corr)))
+            counts[VERDICTS.index(Verdict.EVENT_ORDERED)] += moved
+            counts[UNORDERED] -= moved
+            continue
+        start = np.searchsorted(ri, np.arange(len(values)))
+        size = np.diff(np.append(start, len(ri)))
+        cc = np.flatnonzero(row >= 0)
+        e = expand_ranges(start[row[cc]], size[row[cc]])  # (consumer, entry of its row) pairs
+        ci = np.repeat(cc, size[row[cc]])
+        c_corr = k.corr[c[ci]]
+        event = (next_on.first[on[e]] < c_corr) & (after[e] >= c_corr)
+        ex, ec, c_corr = on[e[event]], c[ci[event]], c_corr[event]
+        front = np.full(len(ex), -1, dtype=np.int64)
+        for p, m in groups(process[ex]):
+            front[m] = g[(int(device[y]), p)][ec[m]]
+        hosted = front >= 0
+        hosted[hosted] = next_on(ex[hosted], front[hosted]) >= c_corr[hosted]  # the pair was counted host-synchronized
+        counts[VERDICTS.index(Verdict.EVENT_ORDERED)] += len(ex)
+        counts[VERDICTS.index(Verdict.HOST_SYNCHRONIZED)] -= int(hosted.sum())
+        counts[UNORDERED] -= int((~hosted).sum())
+    return counts
+
+
+def _context_frontiers(index: OrderingIndex, per: dict[int, np.ndarray], base: np.ndarray, device: np.ndarray,
+                       consumers: np.ndarray) -> dict[tuple[int, int], np.ndarray]:
+    """Per (device, process) of the base streams: G(c) for every consumer on that device (indexed by
+    kernel; -1 elsewhere), the host frontier of any base stream of the group."""
+    out: dict[tuple[int, int], np.ndarray] = {}
+    c_dev = device[index.kernel_col[consumers]]
+    for x in per:
+        key = (int(device[x]), int(process_index(index.streams[x][1])))
+        if base[x] and key not in out:
+            g = np.full(len(index.trace.kernels.corr), -1, dtype=np.int64)
+            c = consumers[c_dev == key[0]]
+            g[c] = index.host_frontier(c, x)
+            out[key] = g
+    return out
 
 
 def _full(listed: dict[bool, list[tuple[int, int]]]) -> bool:
@@ -390,15 +515,17 @@ def _full(listed: dict[bool, list[tuple[int, int]]]) -> bool:
 
 
 def _judge(index: OrderingIndex, p_idx: np.ndarray, c_idx: np.ndarray, counts: np.ndarray | None,
-           listed: dict[bool, list[tuple[int, int]]]) -> None:
-    """Each consumer against the last producer submitted before it (both sorted by correlation id):
-    verdicts added to counts (None: counted elsewhere), the first ones of each kind to listed."""
+           listed: dict[bool, list[tuple[int, int]]] | None) -> None:
+    """Each consumer against the last producer submitted before it (producers sorted by correlation
+    id): verdicts added to counts (None: counted elsewhere), the first ones of each kind to listed."""
     k = index.trace.kernels
     pos = np.searchsorted(k.corr[p_idx], k.corr[c_idx]) - 1
     p, c = p_idx[pos[pos >= 0]], c_idx[pos >= 0]
     codes = index.verdicts(p, c)
     if counts is not None:
         counts += np.bincount(codes, minlength=len(VERDICTS))
+    if listed is None:
+        return
     for unordered in (True, False):
         room = MAX_LISTED_PAIRS - len(listed[unordered])
         if room > 0:
@@ -406,7 +533,7 @@ def _judge(index: OrderingIndex, p_idx: np.ndarray, c_idx: np.ndarray, counts: n
             listed[unordered] += list(zip(p[hit].tolist(), c[hit].tolist()))
 
 
-def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: np.ndarray) -> np.ndarray:
+def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: np.ndarray, next_on: NextOn) -> np.ndarray:
     """Verdict counts of every (consumer c, plain producer stream x) pair, x another stream of c's
     device, without a loop over x. For a plain x the pair is HOST_SYNCHRONIZED exactly when x's last
     kernel before c was submitted below G(c), the frontier of c's context syncs (host_frontier of any
@@ -432,37 +559,15 @@ def plain_pair_counts(index: OrderingIndex, per: dict[int, np.ndarray], plain: n
         first = np.sort(np.array([k.corr[per[x]].min() for x in xs], dtype=np.int64))
         c_corr = k.corr[c]
         mine = np.isin(index.kernel_col[c], np.array(xs, dtype=np.int64))  # c's own stream is in the group
-        before = np.searchsorted(first, c_corr) - (mine & (c_corr > _first_on(index, per, c)))
+        before = np.searchsorted(first, c_corr) - (mine & (c_corr > next_on.first[index.kernel_col[c]]))
         g = index.host_frontier(c, xs[0])
         lo, hi = np.searchsorted(corr, np.maximum(g, 0)), np.searchsorted(corr, c_corr)
         touched = distinct_in_ranges(stream_of, lo, hi)  # plain streams with a kernel in [G, c)
-        touched -= mine & _own_in_range(index, per, c, g)
+        touched -= mine & (next_on(index.kernel_col[c], np.maximum(g, 0)) < c_corr)  # c's own stream has a kernel in [G, c)
         host = np.where(g >= 0, before - touched, 0)
         counts[VERDICTS.index(Verdict.HOST_SYNCHRONIZED)] += int(host.sum())
         counts[UNORDERED] += int((before - host).sum())
     return counts
-
-
-def _first_on(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray) -> np.ndarray:
-    """The lowest correlation id on each kernel's own stream."""
-    k = index.trace.kernels
-    low = np.full(len(index.streams), -1, dtype=np.int64)
-    for x, idx in per.items():
-        low[x] = k.corr[idx].min()
-    first: np.ndarray = low[index.kernel_col[c]]
-    return first
-
-
-def _own_in_range(index: OrderingIndex, per: dict[int, np.ndarray], c: np.ndarray, g: np.ndarray) -> np.ndarray:
-    """Whether each consumer's own stream has a kernel with correlation id in [g, c) (counted among
-    the touched streams, but no producer of its own consumers)."""
-    k = index.trace.kernels
-    out = np.zeros(len(c), dtype=bool)
-    for x in np.unique(index.kernel_col[c]).tolist():
-        m = index.kernel_col[c] == x
-        own = np.sort(k.corr[per[x]])
-        out[m] = np.searchsorted(own, k.corr[c[m]]) > np.searchsorted(own, np.maximum(g[m], 0))
-    return out
 
 
 def distinct_in_ranges(values: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:

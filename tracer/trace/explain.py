@@ -439,9 +439,15 @@ def critical_path(gr: _Graph, step: str, why: str, members: np.ndarray) -> Criti
         acc[0], acc[1] = acc[0] + 1, acc[1] + d
     top = tuple(sorted(((n, c, ns) for n, (c, ns) in names.items()), key=lambda x: -x[2])[:10])
     streams = []
-    for dev, stream in sorted({(int(d), int(s)) for d, s in zip(k.device[members].tolist(), k.stream[members].tolist())}):
-        on = members[(k.device[members] == dev) & (k.stream[members] == stream)]
-        on_path = p[(k.device[p] == dev) & (k.stream[p] == stream)]
+    by_stream = members[np.lexsort((k.stream[members], k.device[members]))]  # stable: members' order within a stream
+    cut = np.flatnonzero(np.diff(k.device[by_stream]) | np.diff(k.stream[by_stream])) + 1
+    path_by = p[np.lexsort((k.stream[p], k.device[p]))]
+    path_keys = (k.device[path_by], k.stream[path_by])
+    heads = by_stream[np.concatenate(([0], cut))] if len(by_stream) else by_stream
+    lo, hi = (lex_search(path_keys, (k.device[heads], k.stream[heads]), side) for side in ("left", "right"))
+    for g, on in enumerate(np.split(by_stream, cut) if len(by_stream) else ()):
+        dev, stream = int(k.device[on[0]]), int(k.stream[on[0]])
+        on_path = path_by[lo[g]:hi[g]]
         busy = merged(k.start[on], k.end[on])
         streams.append(PathStream(device=dev, stream=stream, on_path_ns=int((k.end[on_path] - k.start[on_path]).sum()),
                                   busy_ns=int((busy[1] - busy[0]).sum()), tail_slack_ns=step_end - int(k.end[on].max())))

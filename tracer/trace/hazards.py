@@ -496,24 +496,28 @@ def _with_internal(trace: Trace, index: OrderingIndex, memory: Memory, rows: Acc
 
 
 def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
-    """_search for every pair of streams on one device, one consumer stream per task: numpy drops
-    the GIL in the searches and gathers, so the tasks share the cores."""
+    """_search for every pair of streams on one device that touch one address component (no other
+    pair can conflict), one consumer stream per task: numpy drops the GIL in the searches and
+    gathers, so the tasks share the cores."""
     keys = _Keys(rows)
     used = np.unique(rows.col).tolist()
     per = {x: _stream_rows(rows, keys, x) for x in used}
     k = index.trace.kernels
     position = np.zeros(len(k.corr), dtype=np.int64)
     on: dict[int, np.ndarray] = {}
+    by_stream = np.lexsort((k.corr, index.kernel_col))
+    bounds = np.searchsorted(index.kernel_col[by_stream], np.arange(len(index.streams) + 1))
     for t in used:
         index.host_cover(t)  # cached here, not raced for in the tasks
-        on_t = np.flatnonzero(index.kernel_col == t)
-        on[t] = on_t[np.argsort(k.corr[on_t], kind="stable")]
-        position[on[t]] = np.arange(len(on_t))
+        on[t] = by_stream[bounds[t]:bounds[t + 1]]
+        position[on[t]] = np.arange(len(on[t]))
+
+    partners = _partners(rows)
 
     def consumer(t: int) -> _Found:
         found = _Found([], [], [], [])
         rank, at = position[rows.kernel[per[t].rows]], index.wait_positions(on[t])
-        for s in used:
+        for s in partners.get(t, []):
             if s != t and index.streams[s][0] == index.streams[t][0]:
                 _search(index, rows, keys, on[t], rank, per[t], per[s], s, found, at)
         return found
@@ -521,6 +525,25 @@ def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
     with ThreadPoolExecutor(max_workers=max(1, min(len(used), os.cpu_count() or 1, 4))) as pool:
         parts = list(pool.map(consumer, used))  # in stream order, whichever finishes first
     return _Found(*([a for f in parts for a in getattr(f, name)] for name in ("producer", "consumer", "ordered_p", "ordered_c")))
+
+
+def _partners(rows: AccessRows) -> dict[int, list[int]]:
+    """Per stream, the streams (ascending, itself included) whose access rows share an address
+    component with its own: the only stream pairs whose accesses can overlap."""
+    if len(rows.col) == 0:
+        return {}
+    width = int(rows.col.max()) + 1
+    both = np.unique(rows.comp * width + rows.col)
+    comp, col = both // width, both % width
+    head = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
+    size = np.diff(np.r_[head, len(comp)])
+    group = np.repeat(np.arange(len(head)), size)
+    left = np.repeat(col, size[group])
+    right = col[expand_ranges(head[group], size[group])]
+    pairs = np.unique(left * width + right)
+    t, s = pairs // width, pairs % width
+    cut = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
+    return {int(t[a]): s[a:b].tolist() for a, b in zip(cut.tolist(), [*cut[1:].tolist(), len(t)])}
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -12,6 +12,13 @@ events) are not read, so only their JSON is checked.
 
 Event edges come from `cuda_sync` events of kind "Stream Wait Event": the waiting stream, the
 recording stream (`wait_on_stream`) and the record's correlation id, which becomes its key.
+
+Streams belong to a process. GPU events carry the device as their `pid`, so a trace whose runtime
+calls come from several processes gives each GPU event (kernel, copy, memset, sync) the process of
+the runtime call with its correlation id, and keys its stream, correlation id and event key by that
+process (tracer.trace.model, PROCESS_SHIFT), as the Nsight Systems reader does with globalPid. A GPU
+event whose correlation id no runtime call has, or several processes' calls have, cannot be given
+a process: the trace is refused, naming the id.
 """
 from __future__ import annotations
 
@@ -31,6 +38,7 @@ from tracer.interner import Interner
 from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.store.inputs import open_text
 from tracer.trace.model import COPY_KIND_CODES, MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers, from_columns
+from tracer.trace.nsys_reader import ProcessKeys
 
 SYNC_KINDS = {"Stream Wait Event": SyncKind.WAIT, "Stream Sync": SyncKind.STREAM,
               "Event Sync": SyncKind.EVENT, "Context Sync": SyncKind.CONTEXT}
@@ -188,10 +196,10 @@ class _Columns:
         self.base: int | None = None
         self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name = (
             array("d"), array("d"), array("q"), array("q"), array("q"), array("q"))
-        self.apis: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q")]
+        self.apis: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q"), array("q")]  # and the pid
         self.ranges: list[array[Any]] = [array("d"), array("d"), array("q"), array("q")]
         self.syncs: list[Sync] = []
-        self.records: dict[int, EventRecord] = {}
+        self.records: list[tuple[int, int, int, int]] = []  # (device, recording stream, key, the naming sync's corr)
         self.memcpy = self.memset = 0
         self.x: list[array[Any]] = [array("d"), array("d"), array("q"), array("q"), array("q"), array("q"), array("q"), array("q")]
 
@@ -205,7 +213,7 @@ class _Columns:
             self._kernel(e)
         elif cat in API_CATS:
             args, times, name = self._common(e)
-            _append(self.apis, (*times, _int(e, "tid", -1), _int(args, "correlation", -1), self.s(name)))
+            _append(self.apis, (*times, _int(e, "tid", -1), _int(args, "correlation", -1), self.s(name), _int(e, "pid", -1)))
         elif cat in RANGE_CATS:
             args, times, name = self._common(e)
             _append(self.ranges, (*times, _int(e, "tid", -1), self.s(name)))
@@ -264,29 +272,62 @@ class _Columns:
         kind_name = args.get("cuda_sync_kind", name)
         kind = SYNC_KINDS.get(kind_name, SyncKind.UNKNOWN) if isinstance(kind_name, str) else SyncKind.UNKNOWN
         key, device = _int(args, "wait_on_cuda_event_record_corr_id", -1), _int(args, "device", 0)
+        corr = _int(args, "correlation", -1)
         if kind in (SyncKind.WAIT, SyncKind.EVENT) and key != -1:
-            self.records[key] = EventRecord(device, _int(args, "wait_on_stream", -1), key, key)
+            self.records.append((device, _int(args, "wait_on_stream", -1), key, corr))
         stream = _int(args, "stream", -1) if kind in (SyncKind.WAIT, SyncKind.STREAM) else -1
-        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=_int(args, "correlation", -1), key=key,
-                               start=self._ns(start), end=self._ns(end), tid=-1, api=name))
+        self.syncs.append(Sync(kind=kind, device=device, stream=stream, corr=corr, key=key, start=self._ns(start), end=self._ns(end),
+                               tid=-1, api=name))
 
     def trace(self, path: Path) -> Trace:
         kernels = self._sorted([self.k_start, self.k_end, self.k_device, self.k_stream, self.k_corr, self.k_name],
-                               order=(0, 1, 2, 3, 4, 5))
-        api = from_columns(Apis, self._sorted(self.apis, order=(3,)))
-        syncs = sorted(self.syncs, key=lambda y: y.corr)
+                          order=(0, 1, 2, 3, 4, 5))
+        *api_cols, api_pid = self._sorted(self.apis, order=(3,))
+        procs = _Processes(path, api_cols[3], api_pid)
+        keys = ProcessKeys(path, api_pid)
+        api_cols[3] = keys.key(api_cols[3], api_pid, "correlation id")
+        by_corr = np.argsort(api_cols[3], kind="stable")
+        api = from_columns(Apis, [c[by_corr] for c in api_cols])
+        k_proc = procs.of(kernels[4], "kernel")
+        raw_stream = kernels[3]
+        kernels[3], kernels[4] = keys.key(kernels[3], k_proc, "stream"), keys.key(kernels[4], k_proc, "correlation id")
+        syncs = self._syncs(procs, keys)
         tids = api.index_of(np.array([y.corr for y in syncs], dtype=np.int64))
         syncs = [replace(y, tid=int(api.tid[i])) if i >= 0 else y for y, i in zip(syncs, tids)]
         return Trace(source=str(path), producer="pytorch-profiler (kineto)", strings=self.s.items, kernels=from_columns(Kernels, kernels), apis=api,
                      ranges=Ranges(*self._sorted(self.ranges, order=(0, 1, 2, 3))),
-                     records=tuple(sorted(self.records.values(), key=lambda r: r.corr)), syncs=tuple(syncs), memcpy_count=self.memcpy,
-                     memset_count=self.memset,
-                     transfers=self._transfers())
+                     records=self._records(procs, keys), syncs=tuple(syncs), memcpy_count=self.memcpy,
+                     memset_count=self.memset, transfers=self._transfers(procs, keys),
+                     streams=keys.origins(kernels[3], raw_stream, kernels[2], k_proc) if keys.several else {},
+                     processes=keys.pids() if keys.several else ())
 
-    def _transfers(self) -> Transfers:
+    def _syncs(self, procs: _Processes, keys: ProcessKeys) -> list[Sync]:
+        syncs = sorted(self.syncs, key=lambda y: y.corr)
+        if not keys.several:
+            return syncs
+        proc = procs.of(np.array([y.corr for y in syncs], dtype=np.int64), "cuda_sync")
+        out = []
+        for y, p in zip(syncs, proc.tolist()):
+            one = np.array([p], dtype=np.int64)
+            stream, corr, key = (int(keys.key(np.array([v], dtype=np.int64), one, what)[0])
+                                 for v, what in ((y.stream, "stream"), (y.corr, "correlation id"), (y.key, "event key")))
+            out.append(replace(y, stream=stream, corr=corr, key=key))
+        return sorted(out, key=lambda y: y.corr)
+
+    def _records(self, procs: _Processes, keys: ProcessKeys) -> tuple[EventRecord, ...]:
+        """One record per (process, key), the last sync naming it giving its stream."""
+        rows = np.array(self.records, dtype=np.int64).reshape(len(self.records), 4)
+        proc = procs.of(rows[:, 3], "cuda_sync") if keys.several else np.zeros(len(rows), dtype=np.int64)
+        stream, key = keys.key(rows[:, 1], proc, "stream"), keys.key(rows[:, 2], proc, "event key")
+        found = {int(k): EventRecord(int(d), int(s), int(k), int(k)) for d, s, k in zip(rows[:, 0].tolist(), stream.tolist(), key.tolist())}
+        return tuple(sorted(found.values(), key=lambda r: r.corr))
+
+    def _transfers(self, procs: _Processes, keys: ProcessKeys) -> Transfers:
         start, end, dev, stream, corr, op, kind, size = self._sorted(self.x, order=(0,))
-        return Transfers(start=start, end=end, device=dev, stream=stream, corr=corr, op=op, copy_kind=kind, bytes=size,
-                         graph_node=np.zeros(len(start), dtype=np.int64))
+        proc = procs.of(corr, "gpu_memcpy/gpu_memset")
+        return Transfers(start=start, end=end, device=dev, stream=keys.key(stream, proc, "stream"), corr=keys.key(corr, proc, "correlation id"),
+                         op=op, copy_kind=kind, bytes=size, graph_node=np.zeros(len(start), dtype=np.int64))
+
 
     def _ns(self, us: float) -> int:
         return int(round(float(us) * 1000)) + (self.base or 0) * 1000
@@ -298,6 +339,33 @@ class _Columns:
                else np.frombuffer(c, dtype=np.int64) for c in cols]
         idx = np.lexsort([out[k] for k in reversed(order)])
         return [np.ascontiguousarray(c[idx]) for c in out]
+
+
+class _Processes:
+    """The process of a GPU event: that of the runtime call with its correlation id (needed only
+    when the runtime calls come from several processes)."""
+
+    def __init__(self, path: Path, corr: np.ndarray, pid: np.ndarray) -> None:
+        self.path, self.corr, self.pid = path, corr, pid  # corr sorted
+        self.several = len(np.unique(pid)) > 1
+
+    def of(self, corr: np.ndarray, what: str) -> np.ndarray:
+        if not self.several:
+            return np.full(len(corr), self.pid[0] if len(self.pid) else -1, dtype=np.int64)
+        lo, hi = np.searchsorted(self.corr, corr, side="left"), np.searchsorted(self.corr, corr, side="right")
+        at = np.minimum(lo, len(self.corr) - 1)
+        if (lo == hi).any():
+            bad = int(corr[np.argmax(lo == hi)])
+            raise TraceFormatError(f"{self.path}: a {what} event with correlation id {bad} has no runtime call, in a trace of "
+                                   f"{len(np.unique(self.pid))} processes: cannot tell whose it is (profile one process per file)")
+        last = np.maximum(hi - 1, 0)
+        shared = self.pid[at] != self.pid[last]
+        if shared.any():
+            i = int(np.argmax(shared))
+            raise TraceFormatError(f"{self.path}: correlation id {int(corr[i])} belongs to runtime calls of processes {int(self.pid[at[i]])} "
+                                   f"and {int(self.pid[last[i]])}: cannot tell whose GPU work it names (profile one process per file)")
+        out: np.ndarray = self.pid[at]
+        return out
 
 
 def _append(cols: list[array[Any]], row: tuple[Any, ...]) -> None:

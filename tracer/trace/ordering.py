@@ -107,12 +107,63 @@ def stream_keys(device: np.ndarray, stream: np.ndarray) -> tuple[list[StreamKey]
     return pairs, inverse
 
 
+def _distinct(rising: np.ndarray) -> np.ndarray:
+    """The distinct values of a sorted array."""
+    return rising[np.concatenate(([True], rising[1:] != rising[:-1]))] if len(rising) else rising
+
+
 def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """(value, mask) for each distinct value; one comparison when all are equal (the usual case:
     kernels of one stream)."""
     if len(values) and (values == values[0]).all():
         return [(int(values[0]), np.ones(len(values), dtype=bool))]
     return [(int(v), values == v) for v in np.unique(values).tolist()]
+
+
+@dataclass(frozen=True)
+class Clock:
+    """A sparse vector clock: clock columns (sorted) and, for each, the correlation id below which
+    that stream's work happens before."""
+
+    cols: np.ndarray
+    values: np.ndarray
+
+    def value(self, col: int) -> int:
+        at = int(np.searchsorted(self.cols, col))
+        return int(self.values[at]) if at < len(self.cols) and self.cols[at] == col else -1
+
+    def with_entry(self, col: int, corr: int) -> Clock:
+        at = int(np.searchsorted(self.cols, col))
+        if at < len(self.cols) and self.cols[at] == col:
+            values = self.values.copy()
+            values[at] = max(int(values[at]), corr)
+            return Clock(self.cols, values)
+        return Clock(np.concatenate((self.cols[:at], [col], self.cols[at:])), np.concatenate((self.values[:at], [corr], self.values[at:])))
+
+
+def merged(clocks: list[Clock]) -> Clock:
+    """The entry-wise maximum of clocks, in one sort."""
+    full = [c for c in clocks if len(c.cols)]
+    if len(full) <= 1 or all(c is full[0] for c in full):
+        return full[0] if full else NO_CLOCK
+    cols, values = np.concatenate([c.cols for c in full]), np.concatenate([c.values for c in full])
+    order = np.lexsort((values, cols))
+    cols, values = cols[order], values[order]
+    last = np.concatenate((cols[1:] != cols[:-1], [True]))
+    return Clock(cols[last], values[last])
+
+
+NO_CLOCK = Clock(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class WaitBlock:
+    """The clocks after the waits on one stream that kernels follow: row[j] is wait j's row of
+    values (-1: no kernel follows it), one column per entry of cols (clock columns)."""
+
+    row: np.ndarray
+    cols: np.ndarray
+    values: np.ndarray
 
 
 WaitPositions = list[tuple[int, np.ndarray, np.ndarray]]  # OrderingIndex.wait_positions
@@ -168,58 +219,131 @@ class OrderingIndex:
     # -- event edges -------------------------------------------------------------------------
     def _build_clocks(self) -> None:
         """One pass over records and waits in correlation order (a record sorts before a wait with
-        the same id). A clock entry for stream x is only ever set by a record on x, so clocks have a
-        column per recording stream (`clock_col`; -1: none), not per stream: thousands of streams
-        with a few events cost a few columns. Clocks are numpy rows, merged with one maximum."""
-        n = len(self.streams)
+        the same id) links each wait to the record it matched; the vector clocks are then computed
+        from those links only where they are read (sparse, `_clock_at`), so thousands of streams that
+        record and wait cost what is asked of them, not streams x waits. A clock entry for stream x
+        is only ever set by a record on x, so clock columns are the recording streams (`clock_col`;
+        -1: none). The clocks of the waits a kernel follows (the last wait on its stream before it)
+        are kept per stream as one dense block over the columns they use (`_block`)."""
         records = self.trace.records
         wait_syncs = [y for y in self.trace.syncs if y.kind is SyncKind.WAIT]
-        r_col = [self.col[(r.device, r.stream)] for r in records]
+        self._r_col = [self.col[(r.device, r.stream)] for r in records]
         w_col = [self.col[(w.device, w.stream)] for w in wait_syncs]
-        recording = sorted(set(r_col))
-        self.clock_col = np.full(n, -1, dtype=np.int64)
+        recording = sorted(set(self._r_col))
+        self.clock_col = np.full(len(self.streams), -1, dtype=np.int64)
         self.clock_col[recording] = np.arange(len(recording))
-        m = len(recording)
-        cur: dict[int, np.ndarray] = {}  # stream -> its clock (absent: all -1)
-        rec_clock: dict[int, np.ndarray] = {}
-        ops = sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)])
-        matched: dict[int, list[tuple[int, np.ndarray]]] = {}  # stream -> (wait, the stream's clock after it)
-        none = np.full(m, -1, dtype=np.int64)
-        for corr, what, i in ops:
+        self.recording = np.array(recording, dtype=np.int64)  # clock column -> stream
+        latest: dict[int, int] = {}  # event key -> the last record with it so far
+        self._rec_waits: list[int] = [0] * len(records)  # matched waits on the record's stream before it
+        self._wait_rec: dict[int, list[int]] = {}  # stream -> the record each of its matched waits took
+        matched: dict[int, list[int]] = {}
+        for _corr, what, i in sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)]):
             if what == 0:
-                x = r_col[i]
-                own = cur.get(x, none).copy()
-                own[self.clock_col[x]] = max(own[self.clock_col[x]], corr)
-                rec_clock[records[i].key] = own
-                continue
-            clock = rec_clock.get(wait_syncs[i].key)
-            if clock is None:
-                continue
-            y = w_col[i]
-            cur[y] = np.maximum(cur.get(y, none), clock)
-            matched.setdefault(y, []).append((i, cur[y]))
+                latest[records[i].key] = i
+                self._rec_waits[i] = len(matched.get(self._r_col[i], ()))
+            elif (r := latest.get(wait_syncs[i].key)) is not None:
+                matched.setdefault(w_col[i], []).append(i)
+                self._wait_rec.setdefault(w_col[i], []).append(r)
         self.unmatched_waits = len(wait_syncs) - sum(map(len, matched.values()))
-        empty = np.zeros(0, dtype=np.int64)
-        self.wait_corr = {y: np.array([wait_syncs[i].corr for i, _ in v], dtype=np.int64) for y, v in matched.items()}
-        self.wait_clock = {y: np.array([c for _, c in v], dtype=np.int64).reshape(len(v), m) for y, v in matched.items()}
-        self.wait_sync = {y: [wait_syncs[i] for i, _ in v] for y, v in matched.items()}
-        self._no_waits = (empty, np.zeros((0, m), dtype=np.int64))
+        self.wait_corr = {y: np.array([wait_syncs[i].corr for i in v], dtype=np.int64) for y, v in matched.items()}
+        self.wait_sync = {y: [wait_syncs[i] for i in v] for y, v in matched.items()}
         self.event_edges = sum(map(len, matched.values()))
+        self._last_wait = self._kernels_last_wait()
+        self._anchors = self._anchor_waits()
+        self._memo: dict[tuple[int, int], Clock] = {}  # (0, record) or (1 + stream, wait) -> its clock
+        blocks = {y: self._wait_block(y) for y in matched}
+        self._block = {y: b for y, b in blocks.items() if b is not None}
+        self._memo.clear()  # what the blocks hold; edges recompute the few clocks they read
 
-    def _clock(self, y: int) -> tuple[np.ndarray, np.ndarray]:
-        """Stream y's matched waits: their correlation ids and the clock after each."""
-        if y in self.wait_corr:
-            return self.wait_corr[y], self.wait_clock[y]
-        return self._no_waits
+    def _kernels_last_wait(self) -> dict[int, np.ndarray]:
+        """Per stream with matched waits: for each of its kernels, the last matched wait before it (-1: none)."""
+        k = self.trace.kernels
+        order = np.lexsort((k.corr, self.kernel_col))
+        bounds = np.searchsorted(self.kernel_col[order], np.arange(len(self.streams) + 1))
+        return {y: np.searchsorted(w, k.corr[order[bounds[y]:bounds[y + 1]]]) - 1 for y, w in self.wait_corr.items()}
+
+    def _anchor_waits(self) -> dict[int, np.ndarray]:
+        """Per stream, the waits whose clocks are read (sorted): the last before one of its kernels
+        (a kernel's event frontier) or before one of its records (the record's clock). Any other wait's
+        clock is the previous anchor's merged with the records taken since, in one merge."""
+        at: dict[int, list[int]] = {y: last[last >= 0].tolist() for y, last in self._last_wait.items()}
+        for i, before in enumerate(self._rec_waits):
+            if before:
+                at.setdefault(self._r_col[i], []).append(before - 1)
+        return {y: _distinct(np.sort(np.array(v, dtype=np.int64))) for y, v in at.items()}
+
+    def _wait_block(self, y: int) -> WaitBlock | None:
+        """The clocks after the waits on y that kernels on y follow, as one dense block (None: no
+        kernel follows a wait on y)."""
+        last = self._last_wait[y]  # rising, as the kernels are in correlation order
+        used = last[last >= 0]
+        used = _distinct(used)
+        if len(used) == 0:
+            return None
+        row = np.full(len(self.wait_corr[y]), -1, dtype=np.int64)
+        row[used] = np.arange(len(used))
+        clocks = [self._clock_at(y, j) for j in used.tolist()]
+        if len(clocks) == 1:  # the usual case with many streams: the clock's own arrays, no copy
+            return WaitBlock(row=row, cols=clocks[0].cols, values=clocks[0].values[None, :])
+        cols = np.unique(np.concatenate([c.cols for c in clocks]))
+        values = np.full((len(used), len(cols)), -1, dtype=np.int64)
+        for r, c in enumerate(clocks):
+            values[r, np.searchsorted(cols, c.cols)] = c.values
+        return WaitBlock(row=row, cols=cols, values=values)
+
+    def _clock_at(self, y: int, j: int) -> Clock:
+        """The clock of stream y after its j-th matched wait, computing (iteratively, in dependency
+        order) the clocks it is built from: the previous anchor wait on y and the records taken by
+        the waits since, each record's clock being its stream's after the waits before it, with the
+        record's own entry."""
+        stack = [(1 + y, j)]
+        while stack:
+            node = stack[-1]
+            if node in self._memo:
+                stack.pop()
+                continue
+            deps = self._deps(node)
+            todo = [d for d in deps if d not in self._memo]
+            if todo:
+                stack += todo
+                continue
+            stack.pop()
+            self._memo[node] = self._merge(node, [self._memo[d] for d in deps])
+        return self._memo[(1 + y, j)]
+
+    def _deps(self, node: tuple[int, int]) -> list[tuple[int, int]]:
+        kind, i = node
+        if kind == 0:  # a record: its stream's clock when it was submitted
+            x, before = self._r_col[i], self._rec_waits[i]
+            return [(1 + x, before - 1)] if before else []
+        anchors = self._anchors.get(kind - 1, np.zeros(0, dtype=np.int64))
+        at = int(np.searchsorted(anchors, i)) - 1  # the anchor before wait i
+        prev = int(anchors[at]) if at >= 0 else -1
+        taken = self._wait_rec[kind - 1][prev + 1:i + 1]
+        return ([(kind, prev)] if prev >= 0 else []) + [(0, r) for r in dict.fromkeys(taken)]
+
+    def _merge(self, node: tuple[int, int], parts: list[Clock]) -> Clock:
+        kind, i = node
+        if kind == 0:
+            base = parts[0] if parts else NO_CLOCK
+            return base.with_entry(int(self.clock_col[self._r_col[i]]), self.trace.records[i].corr)
+        return merged(parts)
+
+    def _event_value(self, x: int, y: int, j: int) -> int:
+        """Stream x's entry in y's clock after its j-th matched wait (-1: none)."""
+        return self._clock_at(y, j).value(int(self.clock_col[x]))
 
     def _event_edge(self, x: int, p_corr: int, y: int, c_corr: int) -> Edge | None:
-        corrs, clocks = self._clock(y)
-        cx = int(self.clock_col[x])
-        hi = int(np.searchsorted(corrs, c_corr))  # waits on y submitted before the consumer
-        if hi == 0 or cx < 0 or clocks[hi - 1][cx] <= p_corr:
+        if y not in self.wait_corr or self.clock_col[x] < 0:
             return None
-        first = int(np.argmax(clocks[:hi, cx] > p_corr))  # the earliest wait that orders them
-        w = self.wait_sync[y][first]
+        hi = int(np.searchsorted(self.wait_corr[y], c_corr))  # waits on y submitted before the consumer
+        if hi == 0 or self._event_value(x, y, hi - 1) <= p_corr:
+            return None
+        lo, top = 0, hi - 1  # the earliest wait that orders them: clocks only grow along y
+        while lo < top:
+            mid = (lo + top) // 2
+            lo, top = (mid + 1, top) if self._event_value(x, y, mid) <= p_corr else (lo, mid)
+        w = self.wait_sync[y][lo]
         rec = self.records[w.key]
         return Edge(kind=EdgeKind.EVENT, record_stream=rec.stream, record_corr=rec.corr, wait_stream=w.stream, wait_corr=w.corr, key=w.key, api=w.api)
 
@@ -227,7 +351,8 @@ class OrderingIndex:
         """(stream y, mask of c on y, how many of y's matched waits precede each): what
         event_frontier searches for, shared by the calls for different x."""
         corr = self.trace.kernels.corr
-        return [(y, m, np.searchsorted(self._clock(y)[0], corr[c[m]])) for y, m in groups(self.kernel_col[c])]
+        return [(y, m, np.searchsorted(self.wait_corr[y], corr[c[m]]) if y in self.wait_corr else np.zeros(int(m.sum()), dtype=np.int64))
+                for y, m in groups(self.kernel_col[c])]
 
     def event_frontier(self, c: np.ndarray, x: int, at: WaitPositions | None = None) -> np.ndarray:
         """Per kernel c: the correlation id below which stream x's work is ordered before c by event
@@ -237,9 +362,25 @@ class OrderingIndex:
         if cx < 0:  # x never recorded an event: no event edge leaves it
             return out
         for y, m, hi in self.wait_positions(c) if at is None else at:
-            clock = self._clock(y)[1][:, cx]
-            out[m] = np.where(hi > 0, clock[np.maximum(hi - 1, 0)] if len(clock) else -1, -1)
+            block = self._block.get(y)
+            if block is None:
+                continue
+            at_col = int(np.searchsorted(block.cols, cx))
+            if at_col < len(block.cols) and block.cols[at_col] == cx:
+                out[m] = np.where(hi > 0, block.values[block.row[np.maximum(hi - 1, 0)], at_col], -1)
         return out
+
+    def event_rows(self, y: int, c: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For kernels c on stream y, event_frontier(c, x) for every x at once: the streams y's
+        clocks name, the clocks after the waits kernels on y follow (one row each, -1: no entry), and
+        each kernel's row (-1: no wait before it)."""
+        block = self._block.get(y)
+        if block is None or len(c) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros((0, 0), dtype=np.int64), np.full(len(c), -1, dtype=np.int64)
+        hi = np.searchsorted(self.wait_corr[y], self.trace.kernels.corr[c])
+        row: np.ndarray = np.where(hi > 0, block.row[np.maximum(hi - 1, 0)], -1)
+        return self.recording[block.cols], block.values, row
+
 
     # -- host synchronisation ----------------------------------------------------------------
     def _host_edge(self, p: int, c: int) -> Edge | None:
@@ -265,17 +406,23 @@ class OrderingIndex:
         rec = self.records.get(y.key)  # EVENT: the record must follow the producer on its stream
         return rec is not None and (rec.device, rec.stream) == p_key and rec.corr > p_corr
 
+    def host_named(self) -> np.ndarray:
+        """Per stream: a stream sync names it or an event sync names one of its records, so host
+        syncs other than its context's may order its work (host_cover)."""
+        named = np.zeros(len(self.streams), dtype=bool)
+        for y in self._host:
+            if y.kind is SyncKind.STREAM and (y.device, y.stream) in self.col:
+                named[self.col[(y.device, y.stream)]] = True
+            elif y.kind is SyncKind.EVENT and y.key in self.records:
+                rec = self.records[y.key]
+                named[self.col[(rec.device, rec.stream)]] = True
+        return named
+
     def plain_streams(self) -> np.ndarray:
         """Per stream: it records no event and no stream or event sync names it, so nothing orders
         its work before another stream's except its context's synchronisations, the same for every
-        plain stream of one (device, process): judged for all of them at once (analyze.all_pairs)."""
-        plain = self.clock_col < 0
-        for y in self._host:
-            if y.kind is SyncKind.STREAM and (y.device, y.stream) in self.col:
-                plain[self.col[(y.device, y.stream)]] = False
-            elif y.kind is SyncKind.EVENT and y.key in self.records:
-                rec = self.records[y.key]
-                plain[self.col[(rec.device, rec.stream)]] = False
+        plain stream of one (device, process)."""
+        plain: np.ndarray = (self.clock_col < 0) & ~self.host_named()
         return plain
 
     def host_cover(self, x: int) -> HostCover:
