@@ -33,7 +33,8 @@ COMMANDS = "tracer.commands."
 # orchestrates (that is tracer.app, which the commands and the service call).
 CAPTURE, CAPTURE_NEVER = "tracer.capture", ("tracer.trace", "tracer.artifact", "tracer.app", "tracer.commands")
 APP_USERS = ("tracer.app", "tracer.commands", "tracer.serve", "tracer.cli")  # the only importers of tracer.app
-FORMAT, FORMAT_MAY = "tracer.format", ("tracer.format", "tracer.errors")
+# The formats read what they define through the bounded readers (tracer.store.inputs, tracer.jsonkeys).
+FORMAT, FORMAT_MAY = "tracer.format", ("tracer.format", "tracer.errors", "tracer.store.inputs", "tracer.jsonkeys")
 MAX_COMMAND_LINES = 100
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import TargetFailed, TimedOut, UsageError, unknown
+from tracer.format.marker import Marker, State
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
@@ -238,12 +239,12 @@ def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple
     from tracer.trace.ending import process_end
 
     if isinstance(analysis, Analysis):
-        busy = max(captured.processes, key=lambda m: m.get("kernels") or 0) if captured and captured.processes else None
+        busy = max(captured.processes, key=lambda m: m.kernels or 0) if captured and captured.processes else None
         from tracer.capture.launcher import how_ended
 
-        label, how = (busy["file"], how_ended(busy)) if busy else ("process", "ended")
-        return (process_end(label, how, analysis.trace, busy.get("unflushed_s") if busy else None),)
-    unflushed = {m["file"]: m.get("unflushed_s") for m in (captured.processes if captured else ())}
+        label, how = (busy.file, how_ended(busy)) if busy else ("process", "ended")
+        return (process_end(label, how, analysis.trace, busy.unflushed_s if busy else None),)
+    unflushed = {m.file: m.unflushed_s for m in (captured.processes if captured else ())}
     return tuple(process_end(p.label, p.how, a.trace, unflushed.get(p.file))
                  for p, a in zip(analysis.job.processes, analysis.analyses) if a is not None)
 
@@ -310,7 +311,7 @@ def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | No
     failure = captured.failure()
     if failure:
         return TargetFailed(f"{failure}; no process recorded a CUDA kernel ({outcome_summary(captured)})")
-    missed = [p["file"] for p in captured.processes if p.get("untraced_cuda")]
+    missed = [p.file for p in captured.processes if p.untraced_cuda]
     why = f"; {', '.join(missed)} used CUDA by a path tracer does not see" if missed else ""
     return UsageError(f"no process of the command recorded a CUDA kernel ({outcome_summary(captured)}{why}): "
                       f"nothing to analyse")
@@ -322,28 +323,28 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
 
     procs = captured.processes
     lines = []
-    unwell = any(p.get("untraced_cuda") or p.get("outcome") not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
+    unwell = any(p.untraced_cuda or p.outcome not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
     if not listed and (len(procs) > 1 or unwell):
         quiet = [p for p in procs if _quiet(p)]
         folded = quiet if len(quiet) > 2 else []  # a compiler's worker pool, say: one line, not dozens
         lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs if not (folded and _quiet(p)))]
         if folded:
-            forks = sum(1 for p in folded if p.get("fork_child"))
+            forks = sum(1 for p in folded if p.fork_child)
             lines.append(f"  ... and {len(folded)} more processes ({forks} of them fork children) that exited 0 "
                          "with no CUDA kernels: each in command.json")
     if captured.partial and not job:
         lines.append("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying")
     if job:
-        busy = [p["file"] for p in procs if (p.get("kernels") or 0) > 0]
+        busy = [p.file for p in procs if (p.kernels or 0) > 0]
         lines.append(f"job: {len(busy)} process{'es' if len(busy) != 1 else ''} recorded kernels ({', '.join(busy)}), "
                      f"traces in {run_dir}/procs: analysed as one job (`tracer trace analyze {run_dir}` again)")
     return lines
 
 
-def _quiet(p: dict[str, Any]) -> bool:
+def _quiet(p: Marker) -> bool:
     """A process that ended well and recorded nothing: no kernels, no rank, no CUDA trouble."""
-    return (p.get("state") == "exited" and not p.get("exit") and p.get("ended") != "sigterm" and not p.get("kernels")
-            and p.get("rank") is None and not p.get("untraced_cuda") and not p.get("trace_error"))
+    return (p.state is State.EXITED and not p.exit and p.ended != "sigterm" and not p.kernels
+            and p.rank is None and not p.untraced_cuda and not p.trace_error)
 
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:

@@ -18,9 +18,10 @@ from statistics import median
 from typing import Any
 
 from tracer.errors import TraceFormatError
+from tracer.format.marker import Marker, State
+from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
 from tracer.store.inputs import load_json_object
 from tracer.trace.model import Trace
-from tracer.format.procs import PARTIAL_META, PROCS, STEM, Outcome, marker_files, partial_path
 
 __all__ = ["PARTIAL_META", "PROCS", "Ending", "Job", "JobProcess", "Outcome", "is_job_dir", "load_job", "read_processes"]
 SIGTERM = 15
@@ -142,45 +143,25 @@ def is_job_dir(path: Path) -> bool:
     return len(ranks) >= 2
 
 
-def _load_json(path: Path, what: str = "a process marker") -> dict[str, Any]:
-    """A marker or command.json: at most RUN_FILE_LIMIT bytes and JSON_DEPTH_LIMIT levels, a regular file."""
+def _load_json(path: Path, what: str) -> dict[str, Any]:
+    """command.json: at most RUN_FILE_LIMIT bytes and JSON_DEPTH_LIMIT levels, a regular file."""
     return load_json_object(path, what)
 
 
-def _int(data: dict[str, Any], key: str, path: Path, default: int | None = None) -> int | None:
-    value = data.get(key, default)
-    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
-        return value
-    raise TraceFormatError(f"{path}: {key} must be an integer or null, not {value!r}")
-
-
-def _clock(data: dict[str, Any], path: Path) -> ClockPairs:
-    pairs = []
-    for key in ("clock_start", "clock_end"):
-        value = data.get(key)
-        if value is None:
-            continue
-        if not (isinstance(value, list) and len(value) == 2 and all(isinstance(v, int) and not isinstance(v, bool)
-                                                                    for v in value)):
-            raise TraceFormatError(f"{path}: {key} must be [cupti_ns, unix_ns] (two integers), not {value!r}")
-        pairs.append((value[0], value[1]))
-    return ClockPairs(tuple(pairs))
-
-
-def _ending(data: dict[str, Any], path: Path) -> tuple[Ending, int | None, int | None]:
+def _ending(m: Marker) -> tuple[Ending, int | None, int | None]:
     """(ending, exit code, signal) from the marker's state, `ended` and `exit`."""
-    state, code = data.get("state"), _int(data, "exit", path)
-    if state == "exited" and data.get("ended") == "sigterm":
-        return Ending.SIGNALLED, code, SIGTERM
-    if state == "exited":
-        return Ending.EXITED, code, None
-    if state == "died":
-        return Ending.DIED, None, _int(data, "fatal_signal", path)
-    if state == "running":
+    if m.state is State.EXITED and m.ended == "sigterm":
+        return Ending.SIGNALLED, m.exit, SIGTERM
+    if m.state is State.EXITED:
+        return Ending.EXITED, m.exit, None
+    if m.state is State.DIED:
+        return Ending.DIED, None, m.fatal_signal
+    if m.state is State.RUNNING:
         return Ending.UNFINISHED, None, None
-    if state == "detached":
+    if m.state is State.DETACHED:
         return Ending.DETACHED, None, None
-    raise TraceFormatError(f"{path}: state {state!r} is not one of exited, died, running, detached")
+    raise TraceFormatError(f"{m.file}.json: state {m.state.value!r} is not one of exited, died, running, detached (its "
+                           f"capture never started: {m.error or 'no reason given'})")
 
 
 def _trace_of(run_dir: Path, stem: str, chosen: str | None) -> Path | None:
@@ -192,40 +173,34 @@ def _trace_of(run_dir: Path, stem: str, chosen: str | None) -> Path | None:
     return None
 
 
-def _outcome(data: dict[str, Any], ending: Ending, trace: Path | None, run_dir: Path, stem: str) -> tuple[Outcome, str]:
+def _outcome(m: Marker, ending: Ending, trace: Path | None, run_dir: Path) -> tuple[Outcome, str]:
     if trace is not None:
-        partial = data.get("partial") or (ending is Ending.DIED and "the process died: records up to its last flush")
+        partial = m.partial or (ending is Ending.DIED and "the process died: records up to its last flush")
         return (Outcome.PARTIAL, str(partial)) if partial else (Outcome.COMPLETE, "")
     exited = ending in (Ending.EXITED, Ending.SIGNALLED)
-    if exited and "trace" in data and data["trace"] is None:
-        if data.get("cuda"):
-            return Outcome.NO_TRACE, str(data.get("untraced_cuda") or "it used CUDA, but CUPTI never started in it")
+    if exited and m.trace is None:  # it finished and wrote no trace
+        if m.cuda:
+            return Outcome.NO_TRACE, m.untraced_cuda or "it used CUDA, but CUPTI never started in it"
         return Outcome.NO_CUDA, "it never used CUDA: nothing to trace"
-    left = partial_path(run_dir / PROCS / f"{stem}.sqlite")
+    left = partial_path(run_dir / PROCS / f"{m.file}.sqlite")
     if left.is_file():
         return Outcome.NO_TRACE, f"an unfinished {left.name} was left (not completed by `trace run`): not read"
-    named = data.get("trace")
+    named = m.trace
     if isinstance(named, str) and exited:
         return Outcome.NO_TRACE, f"its trace {named} is missing from {PROCS}/"
     return Outcome.NO_TRACE, "it left no trace file"
 
 
 def read_marker(path: Path, run_dir: Path, chosen: str | None) -> JobProcess:
-    data = _load_json(path)
+    m = Marker.load(path)
     stem = path.stem
-    m = STEM.match(stem)
-    pid = _int(data, "pid", path, int(m.group("pid")) if m else None)
-    if pid is None:
-        raise TraceFormatError(f"{path}: a process marker without a pid")
-    ending, code, sig = _ending(data, path)
+    ending, code, sig = _ending(m)
     trace = _trace_of(run_dir, stem, chosen)
-    outcome, note = _outcome(data, ending, trace, run_dir, stem)
-    exception = data.get("exception")
-    return JobProcess(file=stem, label="", pid=pid, ppid=_int(data, "ppid", path), host=str(data.get("host") or (m.group("host") if m else "?")),
-                      rank=_int(data, "rank", path), local_rank=_int(data, "local_rank", path), world_size=_int(data, "world_size", path),
-                      ending=ending, exit=code, signal=sig, exception=exception if isinstance(exception, str) else None, outcome=outcome,
-                      kernels=_int(data, "kernels", path), trace_path=trace, note=note, clock=_clock(data, path),
-                      fork_child=bool(data.get("fork_child")))
+    outcome, note = _outcome(m.with_(file=stem), ending, trace, run_dir)
+    clock = ClockPairs(tuple(pair for pair in (m.clock_start, m.clock_end) if pair is not None))
+    return JobProcess(file=stem, label="", pid=m.pid, ppid=m.ppid, host=m.host, rank=m.rank, local_rank=m.local_rank,
+                      world_size=m.world_size, ending=ending, exit=code, signal=sig, exception=m.exception, outcome=outcome,
+                      kernels=m.kernels, trace_path=trace, note=note, clock=clock, fork_child=m.fork_child)
 
 
 def _labels(procs: list[JobProcess]) -> list[JobProcess]:
@@ -249,8 +224,8 @@ def read_processes(run_dir: Path) -> tuple[JobProcess, ...]:
     if not markers:
         raise TraceFormatError(f"{run_dir}: no process markers under {PROCS}/ (not a job run directory)")
     chosen_file = run_dir / "process.json"
-    chosen = _load_json(chosen_file, "a chosen-trace file").get("file") if os.path.lexists(chosen_file) else None
-    procs = [read_marker(p, run_dir, chosen if isinstance(chosen, str) else None) for p in markers]
+    chosen = Marker.load(chosen_file).file if os.path.lexists(chosen_file) else None
+    procs = [read_marker(p, run_dir, chosen) for p in markers]
     procs.sort(key=lambda p: (p.rank is None, p.rank if p.rank is not None else 0, p.host, p.pid))
     return tuple(_labels(procs))
 
