@@ -22,8 +22,8 @@ from tracer.format.marker import Marker, State
 from tracer.capture.nsys_schema import TraceWriter
 from tracer.capture.records import KernelRec, MarkerRec, TraceRecords
 from tracer.errors import TraceFormatError
-from tracer.trace.ending import open_ranges, process_end, stream_ends
-from tracer.trace.load import load_trace
+from tracer.analysis.ending import open_ranges, process_end, stream_ends
+from tracer.readers.load import load_trace
 
 KERNELS_THEN = textwrap.dedent("""
     import ctypes, os, signal, sys, time

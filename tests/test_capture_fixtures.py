@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from tracer.capture.launcher import pick_trace, read_markers
-from tracer.trace.load import load_trace
+from tracer.readers.load import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 HAZARDS = ROOT / "tests" / "data" / "hazards"

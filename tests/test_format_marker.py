@@ -85,10 +85,10 @@ def test_command_json_keeps_named_keys_only() -> None:
     assert list(__import__("tracer.format.marker", fromlist=["command_json"]).command_json(m)) == list(COMMAND_KEYS)
 
 
-HANDLERS = ("tracer/capture/session.py", "tracer/capture/launcher.py", "tracer/app/trace_run.py", "tracer/trace/job.py")
+HANDLERS = ("tracer/capture/session.py", "tracer/capture/launcher.py", "tracer/app/trace_run.py", "tracer/readers/job.py")
 # Other JSON contracts that reuse a marker key's name for their own field: the job verdict's
 # processes (JobProcess.to_json) and the verdict's process endings.
-OTHER_CONTRACTS = {"tracer/trace/job.py": {"local_rank", "world_size", "fork_child"}, "tracer/trace/ending.py": {"unflushed_s"}}
+OTHER_CONTRACTS = {"tracer/readers/job.py": {"local_rank", "world_size", "fork_child"}, "tracer/analysis/ending.py": {"unflushed_s"}}
 UNTRACED_RECORD = {"pid", "ppid"}  # command.json's untraced processes (the tree sampler's records) are looked up by these
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import UsageError
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.analysis.pairs import PairMode, PairSpec
 
 if TYPE_CHECKING:  # the reading layer is imported when a source is opened, not to build the parser
     from tracer.artifact import Artifact, JobRun, TraceRun

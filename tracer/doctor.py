@@ -75,9 +75,9 @@ def _nonempty(what: str, names: list[str], folder: Path) -> str:
 
 def check_files() -> list[Check]:
     """The kernel sources, profiles, suppressions and demo data, through the constants the commands read."""
-    from tracer.campaign.profile import CAMPAIGN_DIR
+    from tracer.campaign.grid import CAMPAIGN_DIR
     from tracer.kernel import compile as nvrtc_compile
-    from tracer.profiles import PROFILE_DIR, builtin_names
+    from tracer.workloads.profiles import PROFILE_DIR, builtin_names
     from tracer.resources import DEMO_DIR
     from tracer.sanitize.suppress import DEFAULT_FILE
 

@@ -9,7 +9,7 @@ proves nothing): it fails, and its files are kept as DIR.failed.
 A run stopped early is a result: at --timeout or Ctrl-C the command's group is stopped (SIGTERM:
 every traced process writes its trace), the traces are analysed as a partial run and the run
 directory is written, then the caller exits 8 (TimedOut). verdict.json says how the run stopped
-(`stopped`), where each process's streams stood (`ending`: tracer/trace/ending.py) and which
+(`stopped`), where each process's streams stood (`ending`: tracer/analysis/ending.py) and which
 processes were not traced (`untraced`, with whether each held a GPU)."""
 from __future__ import annotations
 
@@ -27,13 +27,13 @@ from tracer.format.marker import Marker, State
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.store.rundir import environment, staged, write_json
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.capture.launcher import CaptureResult
-    from tracer.trace.analyze import Analysis
-    from tracer.trace.ending import ProcessEnd
-    from tracer.trace.job_summary import JobAnalysis
+    from tracer.analysis.analyze import Analysis
+    from tracer.analysis.ending import ProcessEnd
+    from tracer.analysis.job_summary import JobAnalysis
 
     Verdicts = Analysis | JobAnalysis
 
@@ -102,7 +102,7 @@ class Recorded:
 
     @property
     def job(self) -> bool:
-        from tracer.trace.analyze import Analysis
+        from tracer.analysis.analyze import Analysis
 
         return not isinstance(self.analysis, Analysis)
 
@@ -206,7 +206,7 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         logs.mkdir()
         res, captured = _capture(req, tmp, logs)
         warm.join()
-        from tracer.trace.job import is_job_dir
+        from tracer.readers.job import is_job_dir
 
         job = is_job_dir(tmp)  # as `trace analyze` will read it
         write_json(tmp / "command.json", _command_fields(req, res, captured, job, gpu_check))
@@ -235,8 +235,8 @@ def untraced_json(captured: CaptureResult | None) -> list[dict[str, Any]] | None
 def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple[ProcessEnd, ...]:
     """Where each traced process's streams stood at its end (the job's processes, or the one
     whose trace stands for the run)."""
-    from tracer.trace.analyze import Analysis
-    from tracer.trace.ending import process_end
+    from tracer.analysis.analyze import Analysis
+    from tracer.analysis.ending import process_end
 
     if isinstance(analysis, Analysis):
         busy = max(captured.processes, key=lambda m: m.kernels or 0) if captured and captured.processes else None
@@ -277,10 +277,10 @@ def _import_analysis() -> None:
     """Import the analysis while the command runs (this process only waits for it then), so that
     neither the command's start nor the verdict after it waits for numpy and the readers."""
     try:
-        import tracer.trace.analyze
-        import tracer.trace.job_summary
-        import tracer.trace.job_text
-        import tracer.trace.load  # noqa: F401  # imported for its side effect: loaded ahead
+        import tracer.analysis.analyze
+        import tracer.analysis.job_summary
+        import tracer.views.job_text
+        import tracer.readers.load  # noqa: F401  # imported for its side effect: loaded ahead
     except Exception:  # the same import after the command reports it
         pass
 
@@ -289,12 +289,12 @@ def _analyse(tmp: Path, final: Path, pairs: PairSpec, hazards: bool, job: bool) 
     """The run's trace, or the job (every process on its own, then collectives, stragglers and
     clocks), read under the temporary name and named by the final one."""
     if job:
-        from tracer.trace.job import load_job
-        from tracer.trace.job_summary import analyze_job
+        from tracer.readers.job import load_job
+        from tracer.analysis.job_summary import analyze_job
 
         return analyze_job(load_job(tmp).moved_to(final), pairs, hazards)
-    from tracer.trace.analyze import analyze
-    from tracer.trace.load import load_trace
+    from tracer.analysis.analyze import analyze
+    from tracer.readers.load import load_trace
 
     trace = load_trace(tmp / "trace.sqlite")
     return analyze(replace(trace, source=str(final / "trace.sqlite")), pairs, hazards=hazards)
@@ -349,7 +349,7 @@ def _quiet(p: Marker) -> bool:
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """A run directory from a trace made elsewhere (a copy of it, command.json, verdict.json)."""
-    from tracer.trace.analyze import analyze
+    from tracer.analysis.analyze import analyze
 
     analysis = analyze(run.load(), pairs, hazards=hazards)
     with staged(output) as tmp:

@@ -95,7 +95,7 @@ class Session:
         self.backend = make_backend(options, self.info.pid, self.timing)
         self.memory = None
         if options.memory:
-            from tracer.capture.memory import MemoryRecorder
+            from tracer.capture.memory_recorder import MemoryRecorder
 
             b = self.backend
             self.memory = MemoryRecorder(b.clock, b.push, b.pop, devices=options.devices)

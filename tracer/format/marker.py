@@ -1,6 +1,6 @@
 """The process marker: `procs/<host>-<pid>[-r<RANK>].json`, which every traced process writes at
 start and rewrites as it flushes and at exit (tracer/capture/session.py), `trace run` settles
-(tracer/capture/launcher.py) and the job reader reads (tracer/trace/job.py). One frozen record,
+(tracer/capture/launcher.py) and the job reader reads (tracer/readers/job.py). One frozen record,
 one place for its keys (the field names), each key's JSON type checked on reading: an unknown,
 missing or mistyped key is a MarkerError naming it. tracer/data/schemas/marker.schema.json is
 made from the same table (`json_schema`; tests/test_format_marker.py keeps them equal).
