@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from tracer.campaign.graphed import TrialGraph
-from tracer.campaign.profile import load_campaign
+from tracer.campaign.grid import load_campaign
 from tracer.campaign.trials import _engine, run_chunk
 from tracer.workloads.engine import Engine
 

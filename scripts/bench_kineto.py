@@ -78,7 +78,7 @@ from pathlib import Path
 t0, c0 = time.perf_counter(), time.process_time()
 what, path = sys.argv[1], Path(sys.argv[2])
 if what == "read_kineto":
-    from tracer.trace.kineto_reader import read_kineto
+    from tracer.readers.kineto_reader import read_kineto
     n = len(read_kineto(path).kernels)
 elif what == "json.load":
     with open(path) as fh:

@@ -22,10 +22,10 @@ import json, resource, sys, time
 from pathlib import Path
 clock = lambda: (time.perf_counter(), time.process_time())
 w0, c0 = clock()
-from tracer.plots.timeline import draw_timeline, save
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-from tracer.trace.timeline import timeline_data
+from tracer.views.plots.timeline import draw_timeline, save
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
+from tracer.views.timeline_layout import timeline_data
 a = analyze(load_trace(Path(sys.argv[1])), [("*/cast_transpose", "*/dgrad")])
 w1, c1 = clock()
 data = timeline_data(a)

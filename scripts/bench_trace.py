@@ -90,7 +90,7 @@ def connect(*a, **k):
     con.set_trace_callback(keep)
     return con
 sqlite3.connect = connect
-from tracer.trace.load import load_trace
+from tracer.readers.load import load_trace
 load_trace(Path(sys.argv[1]))
 Path(sys.argv[2]).write_text(json.dumps(seen))
 """

@@ -212,7 +212,7 @@ def step_bench(step: Step) -> None:
 def step_md(step: Step) -> None:
     """The table for docs/benchmarks.md from the table runs (and bench.json when present)."""
     from tracer.ncu.compare import GroupBy, compare_runs
-    from tracer.ncu.store import load_run
+    from tracer.ncu.profile_json import load_run
 
     bench = {}
     if (step.out / "bench.json").is_file():
@@ -258,7 +258,7 @@ def step_agree(step: Step) -> None:
     from tracer.ncu.compare import agreement
     from tracer.ncu.reader import csv_beside
     from tracer.ncu.records import NcuReport, Source
-    from tracer.ncu.store import load_run
+    from tracer.ncu.profile_json import load_run
 
     found: dict[str, dict[str, object]] = {}
     for name in AGREE_SETS:

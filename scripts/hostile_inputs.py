@@ -237,8 +237,8 @@ def trace_cases() -> list[Case]:
 
 
 def _store(path: Path) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store
 
     (path.parent / "c.yaml").write_text(CAMPAIGN)
     store = Store.open(path, create=True)

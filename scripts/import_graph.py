@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "tracer"
 # Reading: everything after capture (readers, analysis, text, plots, the report): never runs a
 # process, never imports capture code, torch or cuda.core.
-READING = ("tracer.artifact", "tracer.trace.", "tracer.sanitize.parse_", "tracer.sanitize.model", "tracer.plots.",
-           "tracer.report.", "tracer.compare.", "tracer.format.",
+READING = ("tracer.artifact", "tracer.readers.", "tracer.model.", "tracer.analysis.", "tracer.sanitize.parse_",
+           "tracer.sanitize.model", "tracer.views.", "tracer.compare.", "tracer.format.",
            # the use cases that only read (the service serves them on a machine with no GPU); trace_run captures
            "tracer.app.diff", "tracer.app.runs", "tracer.app.timeline", "tracer.app.demo")
 RECORDING = ("tracer.capture.", "tracer.kernel.launch", "tracer.proc", "torch", "cuda", "cupti")
@@ -31,9 +31,10 @@ HEAVY = ("scipy", "cuda", "torch", "matplotlib", "rich")  # never imported at st
 COMMANDS = "tracer.commands."
 # Capture only records: it writes the on-disk formats (tracer.format) and never reads, analyses or
 # orchestrates (that is tracer.app, which the commands and the service call).
-CAPTURE, CAPTURE_NEVER = "tracer.capture", ("tracer.trace", "tracer.artifact", "tracer.app", "tracer.commands")
+CAPTURE, CAPTURE_NEVER = "tracer.capture", ("tracer.readers", "tracer.model", "tracer.analysis", "tracer.artifact", "tracer.app", "tracer.commands")
 APP_USERS = ("tracer.app", "tracer.commands", "tracer.serve", "tracer.cli")  # the only importers of tracer.app
-FORMAT, FORMAT_MAY = "tracer.format", ("tracer.format", "tracer.errors")
+# The formats read what they define through the bounded readers (tracer.store.inputs, tracer.jsonkeys).
+FORMAT, FORMAT_MAY = "tracer.format", ("tracer.format", "tracer.errors", "tracer.store.inputs", "tracer.jsonkeys")
 MAX_COMMAND_LINES = 100
 
 
@@ -112,7 +113,7 @@ def build(root: Path = ROOT) -> tuple[dict[str, Path], list[Edge]]:
 
 
 def package_of(module: str) -> str:
-    """tracer.trace.hazards -> tracer.trace; a top-level module is its own package."""
+    """tracer.analysis.hazards -> tracer.analysis; a top-level module is its own package."""
     return ".".join(module.split(".")[:2])
 
 

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tracer.capture.nsys_schema import TraceRecords, global_tid, write_sqlite
-from tracer.trace.memory import MEMORY_TABLES
+from tracer.readers.memory_reader import MEMORY_TABLES
 
 STREAMS = (7, 13, 14, 15, 16, 17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27)
 LAUNCH_NS, QUEUE_NS = 2_000, 5_000  # host time of a launch call; launch -> earliest GPU start

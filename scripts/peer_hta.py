@@ -2,7 +2,7 @@
 communication/computation overlap, per stream the idle time and its host-wait part, side by side.
 
 HTA (pip install HolisticTraceAnalysis) reads a folder of per-rank traces; each trace given here is
-copied into a folder of its own. tracer's numbers come from `tracer.trace.explain` (overlap over the
+copied into a folder of its own. tracer's numbers come from `tracer.analysis.explain` (overlap over the
 whole run, every step pooled) and `trace analyze`'s stream statistics; HTA's host wait (the kernel's
 runtime call started after the previous kernel on the stream ended) is tracer's idle time whose
 next kernel was launched after the gap began (host-sync, blocking-copy, host-api, late-launch).
@@ -61,8 +61,8 @@ def hta_window(trace):
     without a launch record are dropped too)."""
     from dataclasses import fields, replace
 
-    from tracer.trace.attribution import join_launches
-    from tracer.trace.model import with_operations
+    from tracer.analysis.attribution import join_launches
+    from tracer.model.trace import with_operations
 
     trace = with_operations(trace)
     r = trace.ranges
@@ -81,10 +81,10 @@ def tracer_numbers(path: Path) -> dict:
     import numpy as np
 
     from tracer.artifact import open_artifact
-    from tracer.trace.analyze import analyze
-    from tracer.trace.explain import idle_gaps, overlap
-    from tracer.trace.job_summary import collective_mask
-    from tracer.trace.pairs import PairSpec
+    from tracer.analysis.analyze import analyze
+    from tracer.analysis.explain import idle_gaps, overlap
+    from tracer.analysis.job_summary import collective_mask
+    from tracer.analysis.pairs import PairSpec
 
     a = analyze(hta_window(open_artifact(path).load()), PairSpec.from_json("none"), hazards=False)
     k = a.trace.kernels

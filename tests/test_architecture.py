@@ -38,10 +38,10 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
 
 @pytest.mark.parametrize("files,breach", [
     ({"a.py": "from tracer import b\n", "b.py": "def f():\n    import tracer.a\n"}, "import cycle: tracer.a -> tracer.b -> tracer.a"),
-    ({"trace/x.py": "def f():\n    from tracer.capture import cupti\n", "capture/cupti.py": ""},
-     "reading module imports recording: tracer.trace.x -> tracer.capture.cupti"),
-    ({"plots/p.py": "from tracer import helper\n", "helper.py": "import torch\n"},
-     "reading module imports recording: tracer.plots.p -> tracer.helper -> torch"),
+    ({"analysis/x.py": "def f():\n    from tracer.capture import cupti\n", "capture/cupti.py": ""},
+     "reading module imports recording: tracer.analysis.x -> tracer.capture.cupti"),
+    ({"views/plots/p.py": "from tracer import helper\n", "helper.py": "import torch\n"},
+     "reading module imports recording: tracer.views.plots.p -> tracer.helper -> torch"),
     ({"commands/a.py": "from tracer.commands.b import x\n", "commands/b.py": "x = 1\n"},
      "command imports command: tracer.commands.a -> tracer.commands.b"),
     ({"cli.py": "from tracer.commands import a\n", "commands/a.py": "from scipy import stats\n"},
@@ -53,12 +53,12 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
      "import cycle: tracer.a -> tracer.b -> tracer.a"),
     ({"p/a.py": "def f():\n    from tracer.q import b\n", "q/b.py": "from tracer.p import c\n", "p/c.py": ""},
      "package cycle: tracer.p -> tracer.q -> tracer.p"),
-    ({"capture/x.py": "def f():\n    from tracer.trace import y\n", "trace/y.py": ""},
-     "capture imports tracer.trace: tracer.capture.x -> tracer.trace.y (lazy)"),
+    ({"capture/x.py": "def f():\n    from tracer.analysis import y\n", "analysis/y.py": ""},
+     "capture imports tracer.analysis: tracer.capture.x -> tracer.analysis.y (lazy)"),
     ({"capture/x.py": "from tracer import artifact\n", "artifact.py": ""}, "capture imports tracer.artifact"),
-    ({"trace/x.py": "from tracer.app import run\n", "app/run.py": ""},
-     "only commands and the service import tracer.app: tracer.trace.x -> tracer.app.run"),
-    ({"format/m.py": "from tracer.trace import y\n", "trace/y.py": ""}, "tracer.format imports tracer.trace.y"),
+    ({"analysis/x.py": "from tracer.app import run\n", "app/run.py": ""},
+     "only commands and the service import tracer.app: tracer.analysis.x -> tracer.app.run"),
+    ({"format/m.py": "from tracer.analysis import y\n", "analysis/y.py": ""}, "tracer.format imports tracer.analysis.y"),
 ])
 def test_each_rule_catches_its_breach(tmp_path: Path, files: dict[str, str], breach: str) -> None:
     found = _graph().breaches(_tree(tmp_path, files))
@@ -75,15 +75,15 @@ def test_commands_and_the_service_may_use_the_app_layer(tmp_path: Path) -> None:
 
 def test_type_checking_imports_and_deep_lazy_imports_are_not_arrows(tmp_path: Path) -> None:
     root = _tree(tmp_path, {
-        "trace/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\nfrom tracer import y\n",
+        "analysis/x.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import torch\nfrom tracer import y\n",
         "y.py": "def f():\n    import torch\n",  # runs only when y.f is called: y's own business
     })
     assert _graph().breaches(root) == []
 
 
 def test_no_raw_sql_on_a_campaign_store_outside_the_store() -> None:
-    allowed = {ROOT / "tracer" / "campaign" / "store.py", ROOT / "tracer" / "campaign" / "schema.py"}
-    trace_readers = ROOT / "tracer" / "trace"  # their SQL reads trace files, never a campaign store
+    allowed = {ROOT / "tracer" / "campaign" / "trials_db.py", ROOT / "tracer" / "campaign" / "schema.py"}
+    trace_readers = ROOT / "tracer" / "readers"  # their SQL reads trace files, never a campaign store
     offenders = [str(p.relative_to(ROOT)) for p in (ROOT / "tracer").rglob("*.py")
                  if p not in allowed and trace_readers not in p.parents
                  and re.search(r"store\.con\b|\.con\.execute", p.read_text())]

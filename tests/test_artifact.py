@@ -11,7 +11,7 @@ from tests.conftest import DATA
 from tracer import artifact
 from tracer.artifact import CampaignRun, SanitizeRun, TraceRun, open_artifact
 from tracer.errors import TraceFormatError
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 TRACE = DATA / "traces" / "cast_transpose_dgrad.sqlite"

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from scipy import stats
 
-from tracer.campaign.profile import load_campaign
+from tracer.campaign.grid import load_campaign
 from tracer.campaign.stats import (Decision, cell_stats, clopper_pearson, compare_to_baseline, fisher_less, holm, sprt,
                                    trials_needed, zero_failure_upper)
-from tracer.campaign.store import Store, TrialRow
+from tracer.campaign.trials_db import Store, TrialRow
 from tracer.errors import ProfileError, TraceFormatError, UsageError
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,11 +18,12 @@ import pytest
 
 from tests.test_capture_session import FAKE, run_fake
 from tracer.capture import launcher
+from tracer.format.marker import Marker, State
 from tracer.capture.nsys_schema import TraceWriter
 from tracer.capture.records import KernelRec, MarkerRec, TraceRecords
 from tracer.errors import TraceFormatError
-from tracer.trace.ending import open_ranges, process_end, stream_ends
-from tracer.trace.load import load_trace
+from tracer.analysis.ending import open_ranges, process_end, stream_ends
+from tracer.readers.load import load_trace
 
 KERNELS_THEN = textwrap.dedent("""
     import ctypes, os, signal, sys, time
@@ -56,7 +57,7 @@ def test_os_exit_writes_the_whole_trace_first(tmp_path: Path) -> None:
     res, run = run_fake(tmp_path, KERNELS_THEN, "os_exit", flush_s=30)  # no flush would have saved it
     assert res.proc.returncode == 3
     (m,) = res.processes
-    assert (m["state"], m["ended"], m["exit"], m["outcome"], m["kernels"]) == ("exited", "os._exit", 3, "complete", 4)
+    assert (m.state, m.ended, m.exit, m.outcome, m.kernels) == ("exited", "os._exit", 3, "complete", 4)
     assert kernel_names(run / "trace.sqlite") == {f"kernel_{i}" for i in range(4)}
     assert launcher.describe(m).split()[2:4] == ["left", "by"]
 
@@ -66,11 +67,11 @@ def test_a_fatal_signal_flushes_before_the_process_dies_of_it(tmp_path: Path, ho
     res, run = run_fake(tmp_path, KERNELS_THEN, how, flush_s=30)
     assert res.proc.returncode == -signum  # it still dies of its signal, as without tracer
     (m,) = res.processes
-    assert (m["state"], m["fatal_signal"], m["flushed_at_signal"], m["outcome"], m["kernels"]) == \
+    assert (m.state, m.fatal_signal, m.flushed_at_signal, m.outcome, m.kernels) == \
         ("died", signum, True, "partial", 4)
-    assert m["unflushed_s"] == 0.0 and f"died of {signal.Signals(signum).name} (flushed at it)" in launcher.describe(m)
+    assert m.unflushed_s == 0.0 and f"died of {signal.Signals(signum).name} (flushed at it)" in launcher.describe(m)
     assert kernel_names(run / "trace.sqlite") == {f"kernel_{i}" for i in range(4)}
-    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    marker = json.loads((run / "procs" / f"{m.file}.json").read_text())
     assert sorted(marker["fatal_signals"]) == sorted(int(s) for s in (signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE,
                                                                         signal.SIGILL, signal.SIGABRT))
 
@@ -93,18 +94,19 @@ def test_a_programs_own_fatal_signal_handler_is_left_alone(tmp_path: Path) -> No
 def test_a_sigkill_says_how_long_it_ran_unflushed(tmp_path: Path) -> None:
     res, run = run_fake(tmp_path, KERNELS_THEN, "sigkill", flush_s=0.1)
     (m,) = res.processes
-    assert (m["state"], m["outcome"], m["kernels"]) == ("died", "partial", 4)
-    assert m["unflushed_s"] is not None and 0 <= m["unflushed_s"] <= 0.1 + launcher.SAMPLE_S + 0.5
-    assert f"up to {m['unflushed_s']:g} s unflushed" in launcher.describe(m)
+    assert (m.state, m.outcome, m.kernels) == ("died", "partial", 4)
+    assert m.unflushed_s is not None and 0 <= m.unflushed_s <= 0.1 + launcher.SAMPLE_S + 0.5
+    assert f"up to {m.unflushed_s:g} s unflushed" in launcher.describe(m)
 
 
 def test_unflushed_time_is_bounded_by_the_last_sample_that_saw_it_alive() -> None:
-    m = {"pid": 5, "cupti_started_by": "start", "last_flush_unix_ns": 10_000_000_000, "clock_start": [0, 1]}
+    m = Marker(file="h-5", pid=5, host="h", state=State.RUNNING, cupti_started_by="start", last_flush_unix_ns=10_000_000_000,
+               clock_start=(0, 1))
     seen = {5: {"last_seen_unix_ns": 12_000_000_000}}
     assert launcher.unflushed_s(m, seen, 99_000_000_000) == 2.0 + launcher.SAMPLE_S
     assert launcher.unflushed_s(m, {}, 15_000_000_000) == 5.0  # never sampled: up to now
-    assert launcher.unflushed_s({**m, "flushed_at_signal": True}, seen, 0) == 0.0
-    assert launcher.unflushed_s({"pid": 5, "clock_start": [0, 1]}, seen, 0) is None  # CUPTI never started
+    assert launcher.unflushed_s(m.with_(flushed_at_signal=True), seen, 0) == 0.0
+    assert launcher.unflushed_s(m.with_(cupti_started_by=None, last_flush_unix_ns=None), seen, 0) is None  # CUPTI never started
 
 
 def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, script: str, *options: str) -> tuple[list[str], Path]:
@@ -308,7 +310,7 @@ def test_a_fault_in_a_thread_that_released_the_gil_is_flushed_too(tmp_path: Path
     res, run = run_fake(tmp_path, script, flush_s=30, timeout=60)
     assert res.proc.returncode == -signal.SIGSEGV, (run / "logs" / "stderr.log").read_text()
     (m,) = res.processes
-    assert (m["fatal_signal"], m["flushed_at_signal"], m["kernels"]) == (signal.SIGSEGV, True, 3)
+    assert (m.fatal_signal, m.flushed_at_signal, m.kernels) == (signal.SIGSEGV, True, 3)
 
 
 def test_a_flush_that_cannot_finish_still_ends_the_process(tmp_path: Path) -> None:
@@ -327,7 +329,7 @@ def test_a_flush_that_cannot_finish_still_ends_the_process(tmp_path: Path) -> No
     res, run = run_fake(tmp_path / "held", held, flush_s=30, timeout=60)
     assert res.proc.returncode == -signal.SIGSEGV
     (m,) = res.processes
-    assert m["fatal_signal"] == signal.SIGSEGV and not m.get("flushed_at_signal") and m["kernels"] == 0
+    assert m.fatal_signal == signal.SIGSEGV and not m.flushed_at_signal and m.kernels == 0
     assert "died of SIGSEGV" in launcher.describe(m) and "flushed at it" not in launcher.describe(m)
     hangs = textwrap.dedent("""
         import ctypes, time

@@ -15,7 +15,7 @@ from types import ModuleType
 import pytest
 
 from tracer.capture.launcher import pick_trace, read_markers
-from tracer.trace.load import load_trace
+from tracer.readers.load import load_trace
 
 ROOT = Path(__file__).resolve().parent.parent
 HAZARDS = ROOT / "tests" / "data" / "hazards"
@@ -64,12 +64,12 @@ def test_seed_workloads_hold_the_cast_transpose_to_dgrad_read(workload: str) -> 
 
 def test_the_ddp_job_holds_one_trace_per_rank() -> None:
     command = json.loads((DDP / "command.json").read_text())
-    markers = {m["file"]: m for m in read_markers(DDP / "procs")}
+    markers = {m.file: m for m in read_markers(DDP / "procs")}
     ranks = {p["rank"]: p for p in command["processes"] if p["rank"] is not None}
     assert command["job"] and set(ranks) == {0, 1} and command["exit"] == 0
     for rank, p in ranks.items():
         trace = load_trace(DDP / "procs" / f"{p['file']}.sqlite")
-        assert len(trace.kernels) == p["kernels"] == markers[p["file"]]["kernels"] > 0
+        assert len(trace.kernels) == p["kernels"] == markers[p["file"]].kernels > 0
         assert {"step0", "step1", "step2"} <= {trace.strings[n] for n in trace.ranges.text}
-        assert markers[p["file"]]["world_size"] == 2 and p["file"].endswith(f"-r{rank}")
+        assert markers[p["file"]].world_size == 2 and p["file"].endswith(f"-r{rank}")
     assert pick_trace(list(markers.values()), DDP / "procs") == (None, True)  # a job: no one trace stands for it

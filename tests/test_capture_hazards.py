@@ -1,6 +1,6 @@
 """The capture's memory tables read back by the analysis: CPU tensors through the dispatch mode
 with a fake CUPTI handing over kernels on two streams and their external correlations, written
-by the capture's own TraceWriter, then read by tracer.trace.memory (one schema, MEMORY_TABLES)
+by the capture's own TraceWriter, then read by tracer.readers.memory_reader (one schema, MEMORY_TABLES)
 and judged by analyze() with hazards, as `trace run --memory` does on a GPU."""
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ import pytest
 pytest.importorskip("torch")
 
 from tests.test_capture_memory import DeliveringCupti, Recording
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-from tracer.trace.memory import MEMORY_TABLES
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
+from tracer.readers.memory_reader import MEMORY_TABLES
 
 MAIN, SIDE = 7, 13
 

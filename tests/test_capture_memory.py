@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from tracer.capture.callbacks import ApiCallbacks, api_name, argument_words, walk_layouts
-from tracer.capture.memory import AllocationIndex, MemoryRecorder, segment_rows
+from tracer.capture.memory_recorder import AllocationIndex, MemoryRecorder, segment_rows
 from tracer.capture.nsys_schema import write_sqlite
 from tracer.capture.records import AllocationRec, Memory2Rec, Mode, OpKind, TraceRecords
 from tracer.capture.torch_mode import PostImport, op_info, start_recording
@@ -513,7 +513,7 @@ def test_the_dispatch_mode_leaves_dynamo_unimported(tmp_path: Path) -> None:
     import sys
 
     code = ("import sys, time, torch\n"
-            "from tracer.capture.memory import MemoryRecorder\n"
+            "from tracer.capture.memory_recorder import MemoryRecorder\n"
             "from tracer.capture.timing import Timing\n"
             "from tracer.capture.torch_mode import start_recording\n"
             "rec, timing = MemoryRecorder(time.time_ns, lambda i: None, lambda: None, devices=('cpu',)), Timing()\n"

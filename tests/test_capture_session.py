@@ -20,6 +20,8 @@ from tracer.capture.launcher import (BOOT, capture_env, capture_run, describe, p
 from tracer.capture.options import ENV_DIR, CaptureOptions
 from tracer.capture.session import file_stem
 from tracer.errors import UsageError
+from tracer.format.marker import Marker, State
+from tracer.format.procs import Outcome
 
 FAMILY = textwrap.dedent("""
     import multiprocessing as mp, os, signal, subprocess, sys, time
@@ -75,33 +77,33 @@ def test_every_process_of_nested_spawn_and_fork_children_writes_its_own_files(fa
     res, run = family
     assert res.proc.returncode == 0, (run / "logs" / "stderr.log").read_text()
     out = (run / "logs" / "stdout.log").read_text()
-    markers = {m["pid"]: m for m in read_markers(run / "procs")}
-    root = next(m for m in markers.values() if m["ppid"] == os.getpid())
+    markers = {m.pid: m for m in read_markers(run / "procs")}
+    root = next(m for m in markers.values() if m.ppid == os.getpid())
     leaves = {line.split()[1]: (int(line.split()[2]), int(line.split()[3])) for line in out.splitlines() if line.startswith("leaf")}
     assert set(leaves) == {"spawn-grandchild", "fork-grandchild"}
     for tag, (pid, ppid) in leaves.items():
         m = markers[pid]
-        assert m["file"] == file_stem(m["host"], pid, None) and m["ppid"] == ppid
-        assert markers[ppid]["ppid"] == root["pid"]  # a child of a child of the traced command
-        assert m["state"] == "exited" and (run / "procs" / f"{m['file']}.sqlite").is_file()
-        assert m["fork_child"] is (tag == "fork-grandchild")
+        assert m.file == file_stem(m.host, pid, None) and m.ppid == ppid
+        assert markers[ppid].ppid == root.pid  # a child of a child of the traced command
+        assert m.state == "exited" and (run / "procs" / f"{m.file}.sqlite").is_file()
+        assert m.fork_child is (tag == "fork-grandchild")
     fork_leaf = markers[leaves["fork-grandchild"][0]]
-    assert fork_leaf["ended"] == "finalizer" and fork_leaf["fork_parent"] == fork_leaf["ppid"]
-    assert all(m["backend"] == "fake" for m in markers.values())
+    assert fork_leaf.ended == "finalizer" and fork_leaf.fork_parent == fork_leaf.ppid
+    assert all(m.backend == "fake" for m in markers.values())
 
 
 def test_a_killed_child_is_settled_as_died_with_what_it_flushed(family) -> None:
     res, run = family
     killed = int(next(line for line in (run / "logs" / "stdout.log").read_text().splitlines() if line.startswith("killed")).split()[1])
-    m = next(m for m in read_markers(run / "procs") if m["pid"] == killed)
-    assert m["state"] == "died" and not m.get("kernels")  # its marker rewritten by trace run
+    m = next(m for m in read_markers(run / "procs") if m.pid == killed)
+    assert m.state == "died" and not m.kernels  # its marker rewritten by trace run
     listed = {p["pid"]: p for p in res.command_fields()["processes"]}
     assert listed[killed]["state"] == "died"
     if listed[killed]["outcome"] == "partial":  # killed after its trace file was begun: completed and marked
-        with sqlite3.connect(run / "procs" / f"{m['file']}.sqlite") as con:
+        with sqlite3.connect(run / "procs" / f"{m.file}.sqlite") as con:
             assert "died before exiting" in dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))["TRACER_PARTIAL"]
     else:
-        assert listed[killed]["outcome"] == "no trace" and not (run / "procs" / f"{m['file']}.sqlite").exists()
+        assert listed[killed]["outcome"] == "no trace" and not (run / "procs" / f"{m.file}.sqlite").exists()
     assert not list((run / "procs").glob("*.partial.sqlite*"))
 
 
@@ -134,8 +136,8 @@ def test_the_environment_costs_no_torch_import_and_takes_the_gpu_from_the_marker
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert out.stdout.startswith("False ['cuda-core', 'cuda-python', 'cupti-python']"), out.stderr
     h200 = {"ordinal": 0, "name": "NVIDIA H200", "sm": "90", "sms": 132, "memory_gb": 139.8, "cuda": "13.0"}
-    markers = [{"pid": 9, "rank": None, "devices": []}, {"pid": 8, "rank": 1, "devices": [{**h200, "ordinal": 1}]},
-               {"pid": 7, "rank": 0, "devices": [h200]}]
+    markers = [Marker(file=f"h-{pid}", pid=pid, host="h", state=State.EXITED, rank=rank, devices=tuple(devices))
+               for pid, rank, devices in ((9, None, []), (8, 1, [{**h200, "ordinal": 1}]), (7, 0, [h200]))]
     env = with_gpu({"python": "3.12"}, markers)
     assert env["gpu"] == h200 and env["gpus"] == [h200, {**h200, "ordinal": 1}] and env["python"] == "3.12"
 
@@ -143,12 +145,12 @@ def test_the_environment_costs_no_torch_import_and_takes_the_gpu_from_the_marker
 def test_processes_without_kernels_never_stand_for_the_run(family) -> None:
     res, run = family
     assert res.trace is None and not res.job and not (run / "trace.sqlite").exists()  # no empty analysis
-    root = next(m for m in res.processes if m["ppid"] == os.getpid())
-    con = sqlite3.connect(run / "procs" / f"{root['file']}.sqlite")
+    root = next(m for m in res.processes if m.ppid == os.getpid())
+    con = sqlite3.connect(run / "procs" / f"{root.file}.sqlite")
     meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
-    assert meta["TRACER_PRODUCER"] == "fake" and meta["TRACER_PROCESS"] == root["file"] and "TRACER_PARTIAL" not in meta
+    assert meta["TRACER_PRODUCER"] == "fake" and meta["TRACER_PROCESS"] == root.file and "TRACER_PARTIAL" not in meta
     assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (0,)
-    assert root["outcome"] == "complete" and "died" in res.failure()  # the sleeper SIGKILLed on purpose
+    assert root.outcome == "complete" and "died" in res.failure()  # the sleeper SIGKILLed on purpose
 
 
 def test_fork_child_does_not_repeat_its_parents_records(tmp_path: Path) -> None:
@@ -166,11 +168,11 @@ def test_fork_child_does_not_repeat_its_parents_records(tmp_path: Path) -> None:
     assert res.proc.returncode == 0, (run / "logs" / "stderr.log").read_text()
     procs = run / "procs"
     markers = read_markers(procs)
-    child = next(m for m in markers if m.get("fork_child"))
-    with sqlite3.connect(procs / f"{child['file']}.sqlite") as con:
+    child = next(m for m in markers if m.fork_child)
+    with sqlite3.connect(procs / f"{child.file}.sqlite") as con:
         names = [r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")]
     assert "aten::add.Tensor" in names and "aten::mul.Tensor" not in names and "aten::sub.Tensor" not in names
-    parent_file = next(m["file"] for m in markers if not m.get("fork_child"))
+    parent_file = next(m.file for m in markers if not m.fork_child)
     with sqlite3.connect(procs / f"{parent_file}.sqlite") as con:
         parent = [r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")]
     assert "aten::mul.Tensor" in parent and "aten::sub.Tensor" in parent and "aten::add.Tensor" not in parent
@@ -185,8 +187,8 @@ def test_sigterm_writes_the_trace_before_dying(tmp_path: Path) -> None:
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=30) in (-signal.SIGTERM, 128 + signal.SIGTERM)  # it still dies of the signal
     m = read_markers(procs)[0]
-    assert m["state"] == "exited" and m["ended"] == "sigterm" and m["exit"] == 128 + signal.SIGTERM
-    assert (procs / f"{m['file']}.sqlite").is_file()
+    assert m.state == "exited" and m.ended == "sigterm" and m.exit == 128 + signal.SIGTERM
+    assert (procs / f"{m.file}.sqlite").is_file()
 
 
 def test_sigterm_reaches_a_process_whose_main_thread_is_stuck(tmp_path: Path) -> None:
@@ -204,7 +206,7 @@ def test_sigterm_reaches_a_process_whose_main_thread_is_stuck(tmp_path: Path) ->
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=60) == 128 + signal.SIGTERM and time.monotonic() - t0 < 60
     m = read_markers(procs)[0]
-    assert m["ended"] == "sigterm" and (procs / f"{m['file']}.sqlite").is_file()
+    assert m.ended == "sigterm" and (procs / f"{m.file}.sqlite").is_file()
 
 
 STUCK_IN_A_COLLECTIVE = textwrap.dedent("""
@@ -233,9 +235,9 @@ def test_a_rank_stopped_by_sigterm_in_a_collective_writes_its_trace(tmp_path: Pa
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=60) == 128 + signal.SIGTERM
     (m,) = read_markers(procs)
-    assert (m["state"], m["ended"], m["exit"], m["kernels"]) == ("exited", "sigterm", 128 + signal.SIGTERM, 3)
-    assert "trace_error" not in m and m["cupti_started_by"] == "start", child.stderr.read() if child.stderr else ""
-    with sqlite3.connect(procs / f"{m['file']}.sqlite") as con:
+    assert (m.state, m.ended, m.exit, m.kernels) == ("exited", "sigterm", 128 + signal.SIGTERM, 3)
+    assert m.trace_error is None and m.cupti_started_by == "start", child.stderr.read() if child.stderr else ""
+    with sqlite3.connect(procs / f"{m.file}.sqlite") as con:
         meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
     assert "ncclAllReduce" in meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_KERNEL"] and "TRACER_PARTIAL" not in meta
     assert meta["TRACER_LEFT_OUT_CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"].startswith("1 records left out")
@@ -255,8 +257,8 @@ def test_a_trace_not_completed_at_exit_keeps_its_marker_and_flushed_batches(tmp_
     """)
     res, run = run_fake(tmp_path, script, flush_s=0.1)
     (m,) = res.processes
-    assert (m["state"], m["outcome"], m["kernels"]) == ("exited", "partial", 4)
-    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    assert (m.state, m.outcome, m.kernels) == ("exited", "partial", 4)
+    marker = json.loads((run / "procs" / f"{m.file}.json").read_text())
     assert marker["trace_error"] == "OSError: No space left on device" and marker["timing"]["phases_s"]["exit_total"] >= 0
     assert "did not finish writing its trace at exit" in marker["partial"] and res.trace == run / "trace.sqlite"
 
@@ -271,7 +273,7 @@ def test_a_programs_own_sigterm_handler_is_left_alone(tmp_path: Path) -> None:
     assert child.stdout is not None and child.stdout.readline().strip() == b"up"
     child.send_signal(signal.SIGTERM)
     assert child.wait(timeout=30) == 5 and child.stdout.read().strip() == b"mine"
-    assert read_markers(procs)[0]["ended"] == "atexit"  # its handler exited normally: the trace was written at exit
+    assert read_markers(procs)[0].ended == "atexit"  # its handler exited normally: the trace was written at exit
 
 
 def test_rank_from_the_environment_names_the_files(tmp_path: Path) -> None:
@@ -279,7 +281,7 @@ def test_rank_from_the_environment_names_the_files(tmp_path: Path) -> None:
     env = capture_env(procs, FAKE) | {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4"}
     subprocess.run([sys.executable, "-c", "pass"], env=env, check=True, timeout=60)
     m = read_markers(procs)[0]
-    assert m["file"].endswith(f"-{m['pid']}-r3") and (m["rank"], m["local_rank"], m["world_size"]) == (3, 1, 4)
+    assert m.file.endswith(f"-{m.pid}-r3") and (m.rank, m.local_rank, m.world_size) == (3, 1, 4)
 
 
 def test_bootstrap_does_nothing_without_the_capture_dir(tmp_path: Path) -> None:
@@ -300,7 +302,7 @@ def test_bootstrap_chain_loads_the_next_sitecustomize(tmp_path: Path) -> None:
     code = "import os, sitecustomize; print(sitecustomize.LOADED == os.getpid(), sitecustomize.__file__)"
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert out.stdout.split() == ["True", str(theirs / "sitecustomize.py")], out.stderr
-    assert read_markers(procs)[0]["state"] == "exited"  # and tracer's session ran too
+    assert read_markers(procs)[0].state == "exited"  # and tracer's session ran too
     assert sorted(p.name for p in BOOT.iterdir() if not p.name.startswith(("__pycache__", "."))) == ["sitecustomize.py"]
 
 
@@ -315,11 +317,11 @@ def test_several_processes_with_kernels_make_a_job(tmp_path: Path) -> None:
     procs = tmp_path
     for pid, kernels in ((11, 5), (12, 7), (13, 0)):
         (procs / f"h-{pid}.sqlite").write_text("")
-        (procs / f"h-{pid}.json").write_text(json.dumps({"pid": pid, "state": "exited", "kernels": kernels}))
+        (procs / f"h-{pid}.json").write_text(json.dumps({"pid": pid, "host": "h", "state": "exited", "kernels": kernels}))
     assert pick_trace(read_markers(procs), procs) == (None, True)
     (procs / "h-12.sqlite").unlink()
     chosen, job = pick_trace(read_markers(procs), procs)
-    assert chosen is not None and chosen["pid"] == 11 and not job
+    assert chosen is not None and chosen.pid == 11 and not job
     (procs / "h-11.sqlite").unlink()
     assert pick_trace(read_markers(procs), procs) == (None, False)  # the launcher's empty trace never stands for the run
 
@@ -347,7 +349,7 @@ def test_lingering_traced_process_is_waited_for(tmp_path: Path, monkeypatch: pyt
     """)
     t0 = time.monotonic()
     res, run = run_fake(tmp_path, script)
-    states = [m["state"] for m in read_markers(run / "procs")]
+    states = [m.state for m in read_markers(run / "procs")]
     assert states == ["exited", "exited"] and time.monotonic() - t0 >= 2
 
 
@@ -366,7 +368,7 @@ def test_memory_recording_does_not_import_torch_into_every_process(tmp_path: Pat
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=120)
     assert out.stdout.split() == ["False", "True"], out.stderr
     m = read_markers(procs)[0]
-    with sqlite3.connect(procs / f"{m['file']}.sqlite") as con:
+    with sqlite3.connect(procs / f"{m.file}.sqlite") as con:
         names = {r[0] for r in con.execute("SELECT s.value FROM TRACER_OPS o JOIN StringIds s ON s.id = o.nameId")}
     assert {"aten::ones", "aten::mul.Tensor", "aten::sum"} <= names  # the mode was entered when torch arrived
 
@@ -391,15 +393,15 @@ def test_a_sigkilled_process_leaves_its_flushed_records_as_a_partial_trace(tmp_p
     res, run = run_fake(tmp_path, KERNELS_THEN, "sigkill", flush_s=0.1)
     assert res.proc.returncode == -signal.SIGKILL
     (m,) = res.processes
-    assert (m["state"], m["outcome"], m["kernels"]) == ("died", "partial", 5)
+    assert (m.state, m.outcome, m.kernels) == ("died", "partial", 5)
     assert res.trace == run / "trace.sqlite" and res.partial and "died before writing" in res.failure()
     con = sqlite3.connect(run / "trace.sqlite")
     meta = dict(con.execute("SELECT name, value FROM META_DATA_EXPORT"))
     assert "every 0.1 s" in meta["TRACER_PARTIAL"]
     names = {r[0] for r in con.execute("SELECT s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN StringIds s ON s.id = k.shortName")}
     assert names == {f"kernel_{i}" for i in range(5)}
-    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
-    assert marker["state"] == "died" and marker["kernels"] == 5 and marker["trace"] == f"{m['file']}.sqlite"
+    marker = json.loads((run / "procs" / f"{m.file}.json").read_text())
+    assert marker["state"] == "died" and marker["kernels"] == 5 and marker["trace"] == f"{m.file}.sqlite"
     # what the process wrote while it ran is kept: how CUPTI started, and its timing up to its last flush
     assert marker["cupti_started_by"] == "start" and marker["timing"]["phases_s"]["periodic_flush"] > 0
 
@@ -428,17 +430,17 @@ def test_a_device_synchronisation_hands_over_the_records_with_a_forced_flush(tmp
     res, run = run_fake(tmp_path, script, flush_s=30, sync_flush_s=0.8)  # no periodic flush in this test
     assert (run / "logs" / "stdout.log").read_text().split() == ["3", "2"]
     (m,) = res.processes
-    assert (m["outcome"], m["kernels"]) == ("partial", 2)
-    marker = json.loads((run / "procs" / f"{m['file']}.json").read_text())
+    assert (m.outcome, m.kernels) == ("partial", 2)
+    marker = json.loads((run / "procs" / f"{m.file}.json").read_text())
     assert marker["timing"]["phases_s"]["sync_flush"] >= 0 and marker["flushed_kernels"] == {"periodic": 0, "sync": 2}
     # the last flush is dated, and the time after it that the trace may miss is bounded
-    assert marker["last_flush_unix_ns"] > marker["clock_start"][1] and 0 <= m["unflushed_s"] < 1.0
+    assert marker["last_flush_unix_ns"] > marker["clock_start"][1] and 0 <= m.unflushed_s < 1.0
 
 
 def test_a_process_that_exits_writes_everything_and_its_timing(tmp_path: Path) -> None:
     res, run = run_fake(tmp_path, KERNELS_THEN, "3", flush_s=0.1)
     (m,) = res.processes
-    assert (m["state"], m["outcome"], m["kernels"], m["exit"]) == ("exited", "complete", 8, None)
+    assert (m.state, m.outcome, m.kernels, m.exit) == ("exited", "complete", 8, None)
     assert res.proc.returncode == 3 and res.failure() == "the traced command exited 3"
     with sqlite3.connect(run / "trace.sqlite") as con:
         assert con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_KERNEL").fetchone() == (8,)
@@ -461,9 +463,9 @@ def test_cupti_starts_at_the_first_cuda_library_import_only(tmp_path: Path) -> N
     """)
     res, run = run_fake(tmp_path, script, str(tmp_path), lazy=True, triggers=("fakecuda",))
     assert res.proc.returncode == 0, (run / "logs" / "stderr.log").read_text()
-    by_outcome = {m["outcome"]: m for m in res.processes}
+    by_outcome = {m.outcome: m for m in res.processes}
     assert set(by_outcome) == {"complete", "no CUDA"} and res.failure() == ""
-    idle = json.loads((run / "procs" / f"{by_outcome['no CUDA']['file']}.json").read_text())
+    idle = json.loads((run / "procs" / f"{by_outcome['no CUDA'].file}.json").read_text())
     assert idle["trace"] is None and idle["cuda"] is False and "cupti_started" not in idle["timing"]["marks_s"]
     assert not list((run / "procs").glob(f"{idle['file']}*.sqlite"))
     busy = json.loads((run / "process.json").read_text())
@@ -489,17 +491,17 @@ def test_sigterm_during_the_exit_write_waits_for_it(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", code], env=capture_env(procs, FAKE), timeout=60)
     assert out.returncode == -signal.SIGTERM  # it still dies of the signal, once the trace is written
     (m,) = read_markers(procs)
-    assert m["state"] == "exited" and m["ended"] == "atexit" and m["kernels"] == 1
-    assert (procs / f"{m['file']}.sqlite").is_file() and not list(procs.glob("*.partial.sqlite"))
+    assert m.state == "exited" and m.ended == "atexit" and m.kernels == 1
+    assert (procs / f"{m.file}.sqlite").is_file() and not list(procs.glob("*.partial.sqlite"))
 
 
 def test_process_lines_say_how_each_ended() -> None:
-    base = {"file": "h-1-r0", "rank": 0}
-    assert "stopped by SIGTERM" in describe({**base, "state": "exited", "ended": "sigterm", "outcome": "complete", "kernels": 4})
-    line = describe({**base, "state": "died", "outcome": "partial", "kernels": 2})
+    base = Marker(file="h-1-r0", pid=1, host="h", rank=0, state=State.EXITED)
+    assert "stopped by SIGTERM" in describe(base.with_(ended="sigterm", outcome=Outcome.COMPLETE, kernels=4))
+    line = describe(base.with_(state=State.DIED, outcome=Outcome.PARTIAL, kernels=2))
     assert "died without exiting" in line and "PARTIAL trace, 2 kernels" in line
-    assert "NO TRACE" in describe({**base, "state": "died", "outcome": "no trace"})
-    assert "no CUDA use" in describe({"file": "h-2", "rank": None, "state": "exited", "exit": 0, "outcome": "no CUDA"})
+    assert "NO TRACE" in describe(base.with_(state=State.DIED, outcome=Outcome.NO_TRACE))
+    assert "no CUDA use" in describe(base.with_(file="h-2", rank=None, exit=0, outcome=Outcome.NO_CUDA))
 
 
 def test_many_quiet_processes_fold_into_one_line() -> None:
@@ -509,10 +511,9 @@ def test_many_quiet_processes_fold_into_one_line() -> None:
 
     from tracer.app.trace_run import process_notices
 
-    main_proc = {"file": "h-1", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 633}
-    workers = [{"file": f"h-{i}", "rank": None, "state": "exited", "exit": 0, "outcome": "complete", "kernels": 0,
-                "fork_child": True} for i in range(10, 22)]
-    crashed = {**workers[0], "file": "h-99", "exit": 1}
+    main_proc = Marker(file="h-1", pid=1, host="h", state=State.EXITED, exit=0, outcome=Outcome.COMPLETE, kernels=633)
+    workers = [main_proc.with_(file=f"h-{i}", pid=i, kernels=0, fork_child=True) for i in range(10, 22)]
+    crashed = workers[0].with_(file="h-99", pid=99, exit=1)
     lines = process_notices(SimpleNamespace(processes=[main_proc, *workers, crashed], partial=False), Path("run"), False)
     assert lines[0] == "processes (14):" and len(lines) == 4, lines
     assert "h-1 " in lines[1] and "h-99" in lines[2] and "exited 1" in lines[2]
@@ -624,7 +625,7 @@ def test_importing_torch_does_not_start_cupti(tmp_path: Path) -> None:
     env = capture_env(procs, replace(FAKE, lazy=True))
     subprocess.run([sys.executable, "-c", "import torch, torch.distributed.run"], env=env, check=True, timeout=120)
     (m,) = read_markers(procs)
-    assert m["trace"] is None and "cupti_started_by" not in m and "cupti_started" not in m["timing"]["marks_s"]
+    assert m.trace is None and m.cupti_started_by is None and "cupti_started" not in m.timing["marks_s"]
 
 
 class FakeLibcuda:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tracer.capture.nsys_schema import TraceWriter, partial_path, salvage, write_sqlite
 from tracer.capture.records import ApiRec, KernelRec, MarkerRec, StreamRec, SyncRec, TraceRecords
-from tracer.trace.load import load_trace
+from tracer.readers.load import load_trace
 
 TID = 77
 

@@ -90,7 +90,7 @@ def test_filter_both_without_a_kernel_filter_is_refused(capsys: pytest.CaptureFi
 def empty_store(tmp_path: Path) -> Path:
     """A store of the cpu_smoke campaign before any trial ran."""
     from tracer.campaign.executors import open_store
-    from tracer.campaign.profile import load_campaign
+    from tracer.campaign.grid import load_campaign
 
     path = tmp_path / "c.sqlite"
     open_store(load_campaign("cpu_smoke"), path).close()

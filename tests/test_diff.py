@@ -73,7 +73,7 @@ def test_step_numbers_are_pooled_in_range_keys() -> None:
 def hazard_rows(path: Path) -> int:
     """Hazards of the fixture by the analysis of one trace (the oracle for the diff's totals)."""
     from tracer.artifact import open_artifact
-    from tracer.trace.pairs import PairSpec
+    from tracer.analysis.pairs import PairSpec
 
     return open_artifact(path).analyze(PairSpec.from_json("none")).hazards.found
 
@@ -194,7 +194,7 @@ def test_html_and_picture_are_written(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_the_picture_colours_a_bar_by_its_range_else_its_kernel() -> None:
-    from tracer.plots.diff import bar_change, key_changes
+    from tracer.views.plots.diff import bar_change, key_changes
 
     d = diff_paths(PLANTED, FIXED)
     changes = key_changes(d)
@@ -316,7 +316,7 @@ def test_a_trace_diff_with_nine_or_more_instances_per_key_does_not_import_scipy(
 
 
 def test_batched_range_and_step_keys_are_the_one_at_a_time_ones() -> None:
-    from tracer.trace.job_summary import range_keys, step_key, step_keys
+    from tracer.analysis.job_summary import range_keys, step_key, step_keys
 
     names = ["step3/layer0/mb1/dgrad", "step3/layer0/mb1/wgrad", " step12 /fwd", "ProfilerStep#7", "ProfilerStep#7/x",
              "iteration_2/a/b", "iter.9", "step/x", "layer3/step4", "gemm", "", "/lead", "stepped3/x", "Step3/", "step3/x/y/"]

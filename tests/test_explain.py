@@ -11,8 +11,8 @@ from tests.conftest import DATA
 from tests.trace_synthetic import TraceBuilder
 from tracer.artifact import open_artifact
 from tracer.cli import main
-from tracer.trace.explain import Cause, explain, intersection, merged
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.explain import Cause, explain, intersection, merged
+from tracer.analysis.pairs import PairSpec
 
 import numpy as np
 

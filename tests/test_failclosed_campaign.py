@@ -57,8 +57,8 @@ def test_a_file_that_is_not_a_store_is_refused_untouched(tmp_path: Path, capsys:
 def test_status_and_report_open_the_store_read_only(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     import sqlite3
 
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store
 
     store = Store.open(tmp_path / "s.sqlite", create=True)
     store.init(load_campaign(str(_profile(tmp_path))), {})
@@ -71,7 +71,7 @@ def test_status_and_report_open_the_store_read_only(tmp_path: Path, capsys: pyte
         calls.append(str(database))
         return real(database, *a, **kw)
 
-    import tracer.campaign.store as store_mod
+    import tracer.campaign.trials_db as store_mod
 
     monkey = pytest.MonkeyPatch()
     monkey.setattr(store_mod.sqlite3, "connect", spy)
@@ -85,8 +85,8 @@ def test_status_and_report_open_the_store_read_only(tmp_path: Path, capsys: pyte
 
 
 def test_a_second_run_on_a_store_in_flight_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store
 
     profile = _profile(tmp_path)
     first = Store.open(tmp_path / "s.sqlite", create=True, exclusive=True)  # the first run, still going

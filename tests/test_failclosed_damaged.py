@@ -13,7 +13,7 @@ import pytest
 from tests.conftest import DATA
 from tests.trace_synthetic import copy_with
 from tracer.cli import main
-from tracer.profiles import load_yaml
+from tracer.workloads.profiles import load_yaml
 from tracer.errors import ProfileError
 from tracer.sanitize.suppress import load_rules
 
@@ -46,7 +46,7 @@ def test_kernels_sharing_one_correlation_id_are_refused(tmp_path: Path, capsys: 
 
 
 def test_graph_replays_may_share_a_correlation_id(tmp_path: Path) -> None:
-    from tracer.trace.load import load_trace
+    from tracer.readers.load import load_trace
     t = load_trace(DATA / "hazards" / "graph_no_wait.sqlite")  # CUDA graph replays: real shared ids
     assert len(t.kernels.corr) > len(set(t.kernels.corr.tolist()))
 

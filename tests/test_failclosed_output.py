@@ -88,8 +88,8 @@ def test_control_the_same_commands_work_without_the_limit(tmp_path: Path, capsys
 
 
 def test_campaign_run_on_a_full_disk_leaves_the_store_as_it_was(tmp_path: Path) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store, TrialRow
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store, TrialRow
 
     profile = tmp_path / "c.yaml"
     data = {"schema": 1, "name": "t", "workload": "cpu_reference", "variants": ["none", "device_before_atomic"], "trials_per_cell": 4}

@@ -21,7 +21,7 @@ from tracer.errors import TraceFormatError
 from tracer.store.atomic import temp_name
 from tracer.store.outpath import name_max
 from tracer.store.sqlite_open import Mode, open_error, open_sqlite
-from tracer.trace.sqlite_tables import connect
+from tracer.readers.sqlite_tables import connect
 
 CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
 PLANTED = DATA / "traces" / "planted_cross_stream.sqlite"

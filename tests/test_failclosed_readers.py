@@ -159,8 +159,8 @@ def test_read_limited_reads_a_regular_file_whole() -> None:
 
 
 def _store_with_profile(path: Path, value: object) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store
 
     prof = path.parent / "c.yaml"
     prof.write_text("schema: 1\nname: t\nworkload: cpu_reference\ntrials_per_cell: 2\n")

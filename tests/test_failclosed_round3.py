@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import DATA
 from tests.trace_synthetic import copy_with
 from tracer.cli import main
-from tracer.report.html import Report
+from tracer.views.report.html import Report
 from tracer.textsafe import shown
 
 CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
@@ -62,8 +62,8 @@ def test_two_contexts_of_one_process_sharing_a_stream_id_are_refused(tmp_path: P
 
 
 def _store(path: Path, *sql: str) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store
 
     (path.parent / "c.yaml").write_text(CAMPAIGN)
     store = Store.open(path, create=True)
@@ -214,7 +214,7 @@ def test_a_regression_gate_that_could_never_trip_is_refused(capsys: pytest.Captu
 
 def test_a_store_with_trials_of_no_cell_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Trials moved to a cell id the store does not hold vanished from the report ('no trials', exit 0)."""
-    from tracer.campaign.store import Store
+    from tracer.campaign.trials_db import Store
 
     _store(tmp_path / "s.sqlite")
     store = Store.open(tmp_path / "s.sqlite")

@@ -184,7 +184,7 @@ def test_new_verdicts_draw_and_report(tmp_path: Path, capsys: pytest.CaptureFixt
     """The verdict matrix and JUnit know the new verdicts (JUnit counts them as errors, not passes)."""
     import xml.etree.ElementTree as ET
 
-    from tracer.plots.verdicts import draw_verdicts
+    from tracer.views.plots.verdicts import draw_verdicts
     from tracer.sanitize.report import to_junit
     from tracer.sanitize.runner import import_outputs
     from tracer.sanitize.suppress import DEFAULT_FILE, load_rules

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-from tracer.trace.model import process_index, raw_id
-from tracer.trace.ordering import VERDICTS, OrderingIndex, Verdict
-from tracer.trace.attribution import join_launches
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
+from tracer.model.trace import process_index, raw_id
+from tracer.analysis.ordering import VERDICTS, OrderingIndex, Verdict
+from tracer.analysis.attribution import join_launches
 
 ROOT = Path(__file__).resolve().parent.parent
 A = ROOT / "tests" / "data" / "traces" / "planted_cross_stream.sqlite"

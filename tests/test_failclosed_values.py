@@ -45,8 +45,8 @@ def test_report_range_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 def test_campaign_report_with_an_unknown_baseline(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from tracer.campaign.profile import load_campaign
-    from tracer.campaign.store import Store, TrialRow
+    from tracer.campaign.grid import load_campaign
+    from tracer.campaign.trials_db import Store, TrialRow
 
     profile = tmp_path / "c.yaml"
     profile.write_text(json.dumps({"schema": 1, "name": "t", "workload": "cpu_reference", "variants": ["none", "device_before_atomic"],

@@ -122,7 +122,7 @@ def test_hazards_come_first_with_short_names(capsys: pytest.CaptureFixture[str])
 
 
 def test_template_names_elided_only_when_long() -> None:
-    from tracer.trace.names import short_name, text_name
+    from tracer.model.names import short_name, text_name
 
     long = ("void at::native::vectorized_elementwise_kernel<4, at::native::AUnaryFunctor<float, float, float, "
             "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 2ul> >(int, at::native::AUnaryFunctor"

@@ -13,13 +13,13 @@ import pytest
 
 from tests.conftest import DATA
 from tests.trace_synthetic import TraceBuilder, hazards, load
-from tracer.trace.analyze import analyze
-from tracer.trace.attribution import attribute
-from tracer.trace.hazards import MAX_LISTED_HAZARDS, Hazards
-from tracer.trace.load import load_trace
-from tracer.trace.memory import MAX_CLONE_DEPTH, READ, WRITE, graph_nodes, kernel_accesses
-from tracer.trace.model import Trace
-from tracer.trace.ordering import OrderingIndex, Verdict
+from tracer.analysis.analyze import analyze
+from tracer.analysis.attribution import attribute
+from tracer.analysis.hazards import MAX_LISTED_HAZARDS, Hazards
+from tracer.readers.load import load_trace
+from tracer.readers.memory_reader import MAX_CLONE_DEPTH, READ, WRITE, graph_nodes, kernel_accesses
+from tracer.model.trace import Trace
+from tracer.analysis.ordering import OrderingIndex, Verdict
 
 A, B, C = 7, 13, 14
 X = 0x7F00_0000_0000

@@ -74,15 +74,15 @@ def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
 # (a campaign store is SQLite too: sniffing tells the two apart).
 OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels", "run", "sanitize", "profile", "campaign",
                                                         "plot", "report", "serve", "doctor"))
-NOT_FOR_ONE_TRACE = ("tracer.trace.job", "tracer.trace.job_summary", "tracer.ncu", "tracer.trace.kineto_reader",
-                     "tracer.sanitize", "tracer.kernel", "tracer.campaign.store", "tracer.campaign.stats",
+NOT_FOR_ONE_TRACE = ("tracer.readers.job", "tracer.analysis.job_summary", "tracer.ncu", "tracer.readers.kineto_reader",
+                     "tracer.sanitize", "tracer.kernel", "tracer.campaign.trials_db", "tracer.campaign.stats",
                      "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS)
-NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.trace", "tracer.artifact", "tracer.kernel", "tracer.campaign", "tracer.ncu",
-                            "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
+NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.readers", "tracer.model", "tracer.analysis", "tracer.artifact", "tracer.kernel",
+                            "tracer.campaign", "tracer.ncu", "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
 
 
 @pytest.mark.parametrize("argv, unused", [
-    (["--help"], ("numpy", "tracer.artifact", "tracer.trace.model", "tracer.kernel.compile")),
+    (["--help"], ("numpy", "tracer.artifact", "tracer.model.trace", "tracer.kernel.compile")),
     (["trace", "analyze", str(TRACE)], NOT_FOR_ONE_TRACE),
     (["sanitize", "import", str(SANITIZER_XML)], NOT_FOR_SANITIZER_OUTPUT),
 ], ids=["help", "trace-analyze", "sanitize-import"])

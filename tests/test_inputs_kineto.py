@@ -13,9 +13,9 @@ import pytest
 
 from tests.conftest import shared_fixture
 from tracer.errors import TraceFormatError
-from tracer.trace import kineto_reader as kr
-from tracer.trace.kineto_reader import read_kineto
-from tracer.trace.model import Trace
+from tracer.readers import kineto_reader as kr
+from tracer.readers.kineto_reader import read_kineto
+from tracer.model.trace import Trace
 
 FIXTURES = ("event_sync.json.gz", "event_sync_multi_stream.json.gz")
 KERNEL = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 10, "dur": 2,

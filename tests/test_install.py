@@ -76,8 +76,8 @@ def test_unpacked_wheel_finds_its_own_files(wheel: Path, tmp_path: Path) -> None
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
     probe = (
-        "import json, tracer, tracer.resources as r, tracer.profiles as p, tracer.kernel.compile as c, "
-        "tracer.sanitize.suppress as s, tracer.campaign.profile as cp, tracer.app.demo as rep;"
+        "import json, tracer, tracer.resources as r, tracer.workloads.profiles as p, tracer.kernel.compile as c, "
+        "tracer.sanitize.suppress as s, tracer.campaign.grid as cp, tracer.app.demo as rep;"
         "print(json.dumps({'package': tracer.__file__, 'checkout': r.is_checkout(), 'source': len(c.kernel_source()),"
         " 'dirs': [str(x) for x in (c.KERNEL_DIR, p.PROFILE_DIR, cp.CAMPAIGN_DIR, s.DEFAULT_FILE, rep.DEMO_DIR)],"
         " 'workloads': p.builtin_names(), 'campaigns': p.builtin_names(cp.CAMPAIGN_DIR)}))"

@@ -16,9 +16,9 @@ from tests.job_synthetic import COMPUTE, COMPUTE_STREAM, END_AFTER, NCCL_STREAM,
 from tracer.artifact import JobRun, TraceRun, open_artifact
 from tracer.cli import main
 from tracer.errors import TraceFormatError
-from tracer.trace.job import Ending, Outcome, is_job_dir, read_processes
-from tracer.trace.job_summary import JobAnalysis, union_stats
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.readers.job import Ending, Outcome, is_job_dir, read_processes
+from tracer.analysis.job_summary import JobAnalysis, union_stats
+from tracer.analysis.pairs import PairMode, PairSpec
 
 GLOO = DATA / "jobs" / "ddp_gloo_2ranks"
 KILLED = DATA / "jobs" / "ddp_killed_markers"
@@ -53,8 +53,8 @@ def test_gloo_job_reads_as_two_ranks_and_the_agent_traced_without_kernels() -> N
 
 
 def test_each_process_is_analysed_on_its_own() -> None:
-    from tracer.trace.analyze import analyze
-    from tracer.trace.load import load_trace
+    from tracer.analysis.analyze import analyze
+    from tracer.readers.load import load_trace
 
     ja = analyzed(GLOO)
     for p, a in zip(ja.job.processes, ja.analyses):
@@ -341,8 +341,8 @@ def test_fail_flags_consider_every_process(tmp_path: Path, capsys: pytest.Captur
 
 
 def test_job_timeline_lanes_labels_and_aligned_times(tmp_path: Path) -> None:
-    from tracer.plots.timeline import draw_timeline
-    from tracer.trace.timeline import timeline_data
+    from tracer.views.plots.timeline import draw_timeline
+    from tracer.views.timeline_layout import timeline_data
 
     ja = analyzed(write_job(PLAN, tmp_path / "run"))
     d = timeline_data(ja, window=(0, 40_000))
@@ -420,7 +420,7 @@ NCCL_FIXTURE = DATA / "jobs" / "ddp_nccl_2ranks"
 @pytest.mark.skipif(not (NCCL_FIXTURE / "procs").is_dir(),
                     reason=f"{NCCL_FIXTURE} not captured yet (torchrun DDP on 2 GPUs: see its README once collected)")
 def test_real_nccl_job_collectives_end_together_on_their_own_streams() -> None:
-    from tracer.trace.timeline import event_edges
+    from tracer.views.timeline_layout import event_edges
 
     ja = analyzed(NCCL_FIXTURE)
     s = ja.summary

@@ -17,8 +17,8 @@ import pytest
 
 from tracer.artifact import JobRun, open_artifact
 from tracer.capture.options import CaptureOptions
-from tracer.trace.job import Ending, Outcome
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.readers.job import Ending, Outcome
+from tracer.analysis.pairs import PairMode, PairSpec
 
 TASK = textwrap.dedent("""
     import os, signal, time

@@ -14,7 +14,7 @@ from tracer.app.diff import diff_paths
 from tracer.compare.result import DiffKind
 from tracer.artifact import JobRun, open_artifact
 from tracer.cli import main
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 ROOT = Path(__file__).resolve().parent.parent
 KINETO = ROOT.parent / "shared" / "fixtures" / "kineto"

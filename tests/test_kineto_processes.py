@@ -18,10 +18,10 @@ import pytest
 from tests.conftest import shared_fixture
 from tracer.cli import main
 from tracer.errors import TraceFormatError
-from tracer.trace.attribution import join_launches
-from tracer.trace.kineto_reader import read_kineto
-from tracer.trace.model import process_index
-from tracer.trace.ordering import OrderingIndex, Verdict
+from tracer.analysis.attribution import join_launches
+from tracer.readers.kineto_reader import read_kineto
+from tracer.model.trace import process_index
+from tracer.analysis.ordering import OrderingIndex, Verdict
 
 SECOND_PID = 3999999
 ID_KEYS = ("correlation", "wait_on_cuda_event_record_corr_id")

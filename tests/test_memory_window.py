@@ -15,12 +15,12 @@ import pytest
 
 from tests.conftest import DATA
 from tracer.capture.fastrecords import FastRecords, dtype_name
-from tracer.capture.memory import MemoryRecorder
+from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.records import Mode
 from tracer.capture.window import MemoryWindow, WindowSpec, hook_nvtx_package, hook_torch_nvtx, parse_steps, spec_of, step_number
 from tracer.cli import main
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
 
 FIXTURES = DATA / "hazards"
 
@@ -304,7 +304,7 @@ def test_a_cuda_array_copy_is_not_judged_and_says_why() -> None:
 
 
 def test_a_jobs_coverage_keeps_the_window() -> None:
-    from tracer.trace.hazards import Coverage, Covered, joined_coverage
+    from tracer.analysis.hazards import Coverage, Covered, joined_coverage
 
     rank = (Coverage(kind=Covered.KERNEL, seen=4, judged=4, unjudged=0),
             Coverage(kind=Covered.OUTSIDE_WINDOW, seen=3, judged=0, unjudged=3, window="steps 1:3"))

@@ -9,7 +9,7 @@ from tracer.errors import UsageError
 from tracer.ncu.compare import GroupBy, compare, groups, run_clock_control, select, summarize
 from tracer.ncu.csvraw import read_csv
 from tracer.ncu.records import Launch
-from tracer.ncu.store import ProfiledTarget, ProfileRun
+from tracer.ncu.profile_json import ProfiledTarget, ProfileRun
 
 
 def launch(i: int, dur: float | None, membar: float, wait: float = 2.0, dram: float | None = 50.0,
@@ -84,7 +84,7 @@ def test_pictures_and_report_parts_from_real_records() -> None:
     path = DATA / "ncu" / "triton_prog.raw.csv"
     if not path.is_file():
         pytest.skip(f"{path} not captured yet")
-    from tracer.plots.ncu import report_parts, stall_reasons
+    from tracer.views.plots.ncu import report_parts, stall_reasons
 
     real = list(read_csv(path).launches)
     c = compare({"none": real[:1], "axpy": real[1:]}, clock_control="none")
@@ -101,8 +101,8 @@ def test_each_stall_reason_keeps_one_colour_across_charts() -> None:
     from matplotlib.colors import to_hex
 
     from tracer.ncu.compare import compare_runs
-    from tracer.ncu.store import load_run
-    from tracer.plots.ncu import MEMBAR_COLOR, draw_comparison
+    from tracer.ncu.profile_json import load_run
+    from tracer.views.plots.ncu import MEMBAR_COLOR, draw_comparison
 
     charts = []
     for size in (4096, 8192):

@@ -18,7 +18,7 @@ from tracer.ncu.csvraw import parse_number
 from tracer.ncu.reader import csv_beside, read_report
 from tracer.ncu.records import Source
 from tracer.ncu.runner import CAUSES, Failure, available_kernels, classify
-from tracer.ncu.store import ProfileRun, load_run
+from tracer.ncu.profile_json import ProfileRun, load_run
 
 NCU = DATA / "ncu"
 MADE_BY = "2025.3.1.0 (build 36398880)"

@@ -20,7 +20,7 @@ from tracer import gpu
 from tracer.capture import nsys, nsys_libs
 from tracer.cli import main
 from tracer.errors import ToolMissingError
-from tracer.trace.hazards import NSYS_NOTE
+from tracer.analysis.hazards import NSYS_NOTE
 
 FIXTURE = Path(__file__).resolve().parent / "data" / "nsys" / "nsys_train.sqlite"
 VENDORED = ["drgn.libs/libdw-0-351e48f3.196.so", "drgn.libs/libelf-0-5826c1c9.196.so", "drgn.libs/libzstd-76b78bac.so.1.4.4"]

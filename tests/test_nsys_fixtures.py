@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from tracer.cli import main
-from tracer.trace.hazards import NSYS_NOTE
-from tracer.trace.load import load_trace
+from tracer.analysis.hazards import NSYS_NOTE
+from tracer.readers.load import load_trace
 
 DATA = Path(__file__).resolve().parent / "data" / "nsys"
 CAPTURES = json.loads((DATA / "captures.json").read_text())
@@ -90,8 +90,8 @@ def test_foreign_training_program(capsys: pytest.CaptureFixture[str]) -> None:
     assert TRAIN_RANGES <= range_names("nsys_train")
     assert [s["stream"] for s in v["streams"]] == [7, 13]
     a = load_trace(DATA / "nsys_train.sqlite")
-    from tracer.trace.analyze import analyze
-    from tracer.trace.pairs import PairMode, PairSpec
+    from tracer.analysis.analyze import analyze
+    from tracer.analysis.pairs import PairMode, PairSpec
 
     an = analyze(a, PairSpec(PairMode.ALL), hazards=False)
     outside = an.attribution.range_of_kernel < 0
@@ -127,8 +127,8 @@ def test_two_processes_in_one_export_keep_their_pids() -> None:
 def test_two_processes_of_one_export_keep_their_own_streams() -> None:
     """Both processes ran on streams 7 and 13 of one GPU: the verdict keys streams by process, so no
     kernel of one process is in stream order with a kernel of the other."""
-    from tracer.trace.analyze import analyze
-    from tracer.trace.pairs import PairMode, PairSpec
+    from tracer.analysis.analyze import analyze
+    from tracer.analysis.pairs import PairMode, PairSpec
 
     a = analyze(load_trace(DATA / "nsys_two_procs.sqlite"), PairSpec(PairMode.ALL), hazards=False)
     streams = {(s.pid, s.raw_stream) for s in a.streams}

@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import DATA
-from tracer.trace.analyze import Analysis, analyze
-from tracer.trace.load import load_trace
-from tracer.trace.ordering import Verdict
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.analyze import Analysis, analyze
+from tracer.readers.load import load_trace
+from tracer.analysis.ordering import Verdict
+from tracer.analysis.pairs import PairSpec
 
 FIXTURES = DATA / "hazards"
 CAPTURES = json.loads((FIXTURES / "captures.json").read_text())

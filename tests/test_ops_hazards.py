@@ -15,13 +15,13 @@ import pytest
 
 from tests.trace_synthetic import TraceBuilder, hazards, load
 from tracer.capture.callbacks import copy_accesses, pitched
-from tracer.trace.analyze import analyze
-from tracer.trace.hazards import Covered, Hazards
-from tracer.trace.load import load_trace
-from tracer.trace.memory import READ, WRITE
-from tracer.trace.model import MEMCPY, MEMSET, with_operations
-from tracer.trace.ordering import Verdict
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.analyze import analyze
+from tracer.analysis.hazards import Covered, Hazards
+from tracer.readers.load import load_trace
+from tracer.readers.memory_reader import READ, WRITE
+from tracer.model.trace import MEMCPY, MEMSET, with_operations
+from tracer.analysis.ordering import Verdict
+from tracer.analysis.pairs import PairSpec
 
 A, B, C = 7, 13, 14
 X = 0x7F00_0000_0000
@@ -176,7 +176,7 @@ class TestGraphLaunches:
 
     def test_a_launch_past_the_pairwise_limit_is_counted_not_judged(self, tmp_path: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-        import tracer.trace.graphs as graphs
+        import tracer.analysis.graphs as graphs
 
         monkeypatch.setattr(graphs, "MAX_JUDGED_OPS", 1)
         b = TraceBuilder()

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from tests.trace_synthetic import TraceBuilder
-from tracer.trace.analyze import all_pairs
-from tracer.trace.attribution import attribute, join_launches
-from tracer.trace.load import load_trace
-from tracer.trace.model import SyncKind, Trace
-from tracer.trace.ordering import VERDICTS, OrderingIndex, Verdict
+from tracer.analysis.analyze import all_pairs
+from tracer.analysis.attribution import attribute, join_launches
+from tracer.readers.load import load_trace
+from tracer.model.trace import SyncKind, Trace
+from tracer.analysis.ordering import VERDICTS, OrderingIndex, Verdict
 
 
 def _random_trace(path: Path, seed: int, streams: int, device_syncs: bool = True) -> Path:

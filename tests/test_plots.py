@@ -12,10 +12,10 @@ import pytest
 
 from tests.conftest import shared_fixture
 from tracer.cli import main
-from tracer.plots.timeline import draw_timeline, save
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-from tracer.trace.timeline import aggregate, timeline_data
+from tracer.views.plots.timeline import draw_timeline, save
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
+from tracer.views.timeline_layout import aggregate, timeline_data
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]
@@ -161,7 +161,7 @@ def test_nsys_fixture_timeline(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("name", ["torch_small.sqlite", "smoke_2025.5.2.sqlite"])
 def test_perfetto_rebases_a_trace_without_nvtx(name: str) -> None:
-    from tracer.plots.perfetto import perfetto_events
+    from tracer.views.plots.perfetto import perfetto_events
 
     a = analyze(load_trace(shared_fixture("nsys", name)))
     assert len(a.trace.ranges.start) == 0 and len(a.trace.kernels) > 0

@@ -10,9 +10,9 @@ import pytest
 
 from tests.conftest import DATA
 from tracer.artifact import open_artifact
-from tracer.plots.timeline import bundle_label, draw_timeline, wrap_parts
-from tracer.trace.pairs import PairSpec
-from tracer.trace.timeline import MIN_BAR_PX, timeline_data
+from tracer.views.plots.timeline import bundle_label, draw_timeline, wrap_parts
+from tracer.analysis.pairs import PairSpec
+from tracer.views.timeline_layout import MIN_BAR_PX, timeline_data
 
 matplotlib.use("Agg")
 KILLED = DATA / "jobs" / "ddp_nccl_killed"

@@ -10,8 +10,8 @@ import pytest
 
 from tracer.campaign.stats import CellStats
 from tracer.artifact import open_campaign, open_sanitize
-from tracer.plots.ablation import draw_ablation, rate_limit
-from tracer.plots.verdicts import STATE_COLORS, cell_state, draw_verdicts, expected_tools
+from tracer.views.plots.ablation import draw_ablation, rate_limit
+from tracer.views.plots.verdicts import STATE_COLORS, cell_state, draw_verdicts, expected_tools
 from tracer.sanitize.model import Finding, SanVerdict, ToolRun
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"

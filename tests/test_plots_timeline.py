@@ -17,12 +17,12 @@ from matplotlib.colors import to_hex
 from tests.conftest import shared_fixture
 from tracer.cli import main
 from tracer.errors import UsageError
-from tracer.plots.timeline import CHECK_H, FAMILY_COLORS, LANE_H, draw_timeline, save
-from tracer.trace.analyze import Analysis, analyze
-from tracer.trace.load import load_trace
-from tracer.trace.ordering import Verdict
-from tracer.trace.pairs import PairMode, PairSpec
-from tracer.trace.timeline import (
+from tracer.views.plots.timeline import CHECK_H, FAMILY_COLORS, LANE_H, draw_timeline, save
+from tracer.analysis.analyze import Analysis, analyze
+from tracer.readers.load import load_trace
+from tracer.analysis.ordering import Verdict
+from tracer.analysis.pairs import PairMode, PairSpec
+from tracer.views.timeline_layout import (
     MARK_MIN_PX,
     MAX_ARROWS_PER_KIND,
     MAX_BARS_PER_LANE,
@@ -36,7 +36,7 @@ from tracer.trace.timeline import (
     short_name,
     timeline_data,
 )
-from tracer.trace.selection import parse_window
+from tracer.analysis.selection import parse_window
 
 ROOT = Path(__file__).resolve().parent.parent
 DEMO = ROOT / "tracer" / "data" / "demo" / "linear_backward_planted.sqlite"

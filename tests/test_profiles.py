@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from tracer.errors import ProfileError, UsageError
-from tracer.profiles import builtin_names
+from tracer.workloads.profiles import builtin_names
 from tracer.workloads.spec import Kind, load_workload
 
 BASE = "schema: 1\nworkload: linear_backward\n"

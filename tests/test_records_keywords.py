@@ -73,7 +73,7 @@ def test_the_check_flags_positional_records_and_only_those(source: str, flagged:
 
 
 def test_a_keyword_only_record_refuses_positional_construction() -> None:
-    from tracer.trace.analyze import StreamStats
+    from tracer.analysis.analyze import StreamStats
 
     with pytest.raises(TypeError):
         StreamStats(0, 7, 3, 10, 2, 12, 4)  # type: ignore[misc]  # the point of the test: positional is refused

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from tests.trace_synthetic import TraceBuilder, fan_out, generate
-from tracer.trace.memory import MAX_EXPANDED_ROWS, MAX_FANOUT
+from tracer.readers.memory_reader import MAX_EXPANDED_ROWS, MAX_FANOUT
 
 ROOT = Path(__file__).resolve().parent.parent
 PEAK = ("import json, re, sys, time; from pathlib import Path; t0 = time.perf_counter(); "
-        "from tracer.trace.load import load_trace; from tracer.errors import TraceFormatError\n"
+        "from tracer.readers.load import load_trace; from tracer.errors import TraceFormatError\n"
         "try:\n    t = load_trace(Path(sys.argv[1])); rows = len(t.memory.launches.corr) if t.memory else 0; err = ''\n"
         "except TraceFormatError as e:\n    rows, err = -1, str(e)\n"
         "hwm = int(re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1))\n"
@@ -71,10 +71,10 @@ def _streams_trace(path: Path, n: int, seed: int = 0, syncs: bool = True) -> Pat
 
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_plain_streams_counted_at_once_match_the_stream_by_stream_loop(tmp_path: Path, seed: int) -> None:
-    from tracer.trace.analyze import all_pairs
-    from tracer.trace.attribution import attribute, join_launches
-    from tracer.trace.load import load_trace
-    from tracer.trace.ordering import OrderingIndex
+    from tracer.analysis.analyze import all_pairs
+    from tracer.analysis.attribution import attribute, join_launches
+    from tracer.readers.load import load_trace
+    from tracer.analysis.ordering import OrderingIndex
 
     t = load_trace(_streams_trace(tmp_path / "t.sqlite", 80, seed))
     index = OrderingIndex(t, *join_launches(t))
@@ -88,7 +88,7 @@ def test_plain_streams_counted_at_once_match_the_stream_by_stream_loop(tmp_path:
 def test_distinct_in_ranges_matches_a_set_count() -> None:
     import numpy as np
 
-    from tracer.trace.analyze import distinct_in_ranges
+    from tracer.analysis.analyze import distinct_in_ranges
     rng = np.random.default_rng(0)
     v = rng.integers(0, 9, 300)
     lo, hi = rng.integers(0, 300, 500), rng.integers(0, 301, 500)
@@ -123,7 +123,7 @@ def test_ten_thousand_streams_are_analysed_and_plotted_in_seconds(tmp_path: Path
 
 def test_an_ablation_of_5000_variants_draws_the_most_failure_prone(tmp_path: Path) -> None:
     from tracer.campaign.stats import cell_stats
-    from tracer.plots.ablation import MAX_SHOWN, shown_cells
+    from tracer.views.plots.ablation import MAX_SHOWN, shown_cells
 
     cells = [cell_stats(f"v{i}", 1 if i == 4321 else 0, 10 if i != 17 else 3) for i in range(5000)]
     shown, note = shown_cells(cells)

@@ -24,7 +24,7 @@ from tests.serve_runs import HAZARD_TRACE, jobs_file, make_runs
 from tracer.app import timeline as app_timeline
 from tracer.serve.app import Server, Settings, build_app
 from tracer.serve.config import check_request, load_jobs
-from tracer.trace.load import load_trace
+from tracer.readers.load import load_trace
 
 TOKEN = "t0ken-for-the-tests-0123456789"
 
@@ -280,9 +280,9 @@ def test_the_command_refuses_a_wide_bind_without_a_token(tmp_path: Path, capsys:
 
 
 def test_a_campaign_store_fills_in_while_it_runs(tmp_path: Path) -> None:
-    from tracer.campaign.profile import load_campaign
+    from tracer.campaign.grid import load_campaign
     from tracer.campaign.report import report_data
-    from tracer.campaign.store import Store, TrialRow
+    from tracer.campaign.trials_db import Store, TrialRow
 
     root = tmp_path / "runs"
     root.mkdir()

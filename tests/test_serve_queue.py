@@ -95,7 +95,7 @@ def test_the_servers_gpu_slots_apply_where_nothing_says_concurrency(tmp_path: Pa
 
 
 def test_a_workload_profile_says_its_concurrency(tmp_path: Path) -> None:
-    from tracer.profiles import PROFILE_DIR
+    from tracer.workloads.profiles import PROFILE_DIR
 
     text = (PROFILE_DIR / "torch_composite.yaml").read_text()
     shared = tmp_path / "shared_composite.yaml"

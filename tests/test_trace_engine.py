@@ -14,12 +14,12 @@ import pytest
 from tests.conftest import DATA, shared_fixture
 from tests.trace_synthetic import TraceBuilder, copy_with
 from tracer.errors import TraceFormatError, UsageError
-from tracer.trace.analyze import MAX_LISTED_PAIRS, analyze, glob_regex
-from tracer.trace.attribution import attribute, latest_open
-from tracer.trace.load import load_trace
-from tracer.trace.graphs import on_launch_streams
-from tracer.trace.model import Trace, with_operations
-from tracer.trace.ordering import OrderingIndex, Verdict
+from tracer.analysis.analyze import MAX_LISTED_PAIRS, analyze, glob_regex
+from tracer.analysis.attribution import attribute, latest_open
+from tracer.readers.load import load_trace
+from tracer.analysis.graphs import on_launch_streams
+from tracer.model.trace import Trace, with_operations
+from tracer.analysis.ordering import OrderingIndex, Verdict
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 CAPTURES = [DATA / "traces" / f"{n}.sqlite" for n in ("cast_transpose_dgrad", "event_ordered_dgrad", "planted_cross_stream")]
@@ -380,7 +380,7 @@ def test_memory_access_mode_outside_the_contract(tmp_path: Path, mode: int) -> N
 
 def row_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Spy on the row-by-row reads; returns the list of their sources."""
-    from tracer.trace.sqlite_tables import SqliteTables
+    from tracer.readers.sqlite_tables import SqliteTables
 
     seen: list[str] = []
     real = SqliteTables._rows
@@ -397,8 +397,8 @@ def test_columns_past_sqlites_string_limit_are_read_row_by_row(monkeypatch: pyte
     """SQLite refuses a column's text past its length limit (tens of millions of rows at the default
     limit); here the limit sits just above the longest string of a real capture, so the runtime
     table's columns pass it and the reader must fall back to rows, with the same verdict."""
-    import tracer.trace.nsys_reader as nsys_reader
-    import tracer.trace.sqlite_tables as sqlite_tables
+    import tracer.readers.nsys_reader as nsys_reader
+    import tracer.readers.sqlite_tables as sqlite_tables
 
     path = CAPTURES[0]
     whole = analyze(load_trace(path), None, all_kernel_pairs=True).to_json()
@@ -421,7 +421,7 @@ def test_columns_past_sqlites_string_limit_are_read_row_by_row(monkeypatch: pyte
 @pytest.fixture
 def rows_only(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every read takes the row-by-row path (as if every column were past SQLite's string limit)."""
-    from tracer.trace.sqlite_tables import SqliteTables
+    from tracer.readers.sqlite_tables import SqliteTables
 
     def too_big(self: SqliteTables, exprs: list[str], ok: str, source: str) -> None:
         raise sqlite3.DataError("string or blob too big")

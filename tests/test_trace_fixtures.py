@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA, shared_fixture
-from tracer.trace.analyze import analyze
-from tracer.trace.load import load_trace
-from tracer.trace.model import SyncKind
-from tracer.trace.model import process_index, raw_id
-from tracer.trace.ordering import Verdict
+from tracer.analysis.analyze import analyze
+from tracer.readers.load import load_trace
+from tracer.model.trace import SyncKind
+from tracer.model.trace import process_index, raw_id
+from tracer.analysis.ordering import Verdict
 
 DEMO = Path(__file__).resolve().parent.parent / "tracer" / "data" / "demo"
 PAIRS = [("*/cast_transpose", "*/dgrad"), ("*/cast_transpose", "*/wgrad")]

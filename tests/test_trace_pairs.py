@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import DATA
 from tracer.errors import TraceFormatError, UsageError
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.analysis.pairs import PairMode, PairSpec
 
 CTD = DATA / "traces" / "cast_transpose_dgrad.sqlite"
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tracer.trace.hazards import Hazards
-    from tracer.trace.model import Trace
+    from tracer.analysis.hazards import Hazards
+    from tracer.model.trace import Trace
 
 _PATH = Path(__file__).resolve().parent.parent / "scripts" / "make_synthetic_trace.py"
 _spec = importlib.util.spec_from_file_location("make_synthetic_trace", _PATH)
@@ -72,14 +72,14 @@ def hot_journal(work: Path, out: Path) -> Path:
 
 def load(tmp_path: Path, b: TraceBuilder) -> Trace:
     """The builder's trace with its memory tables, written and read back as a capture is."""
-    from tracer.trace.load import load_trace
+    from tracer.readers.load import load_trace
 
     return load_trace(b.write(tmp_path / "t.sqlite", memory=True))
 
 
 def hazards(tmp_path: Path, b: TraceBuilder) -> Hazards:
     """The hazard verdict of the builder's trace (its memory sets read, so never 'not checked')."""
-    from tracer.trace.analyze import analyze
+    from tracer.analysis.analyze import analyze
 
     h = analyze(load(tmp_path, b)).hazards
     assert h is not None and h.memory

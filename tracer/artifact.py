@@ -22,16 +22,16 @@ from tracer.campaign.schema import is_campaign_store
 from tracer.store.sqlite_open import SQLITE_MAGIC
 from tracer.errors import TraceFormatError
 from tracer.store.inputs import check_file, load_json_object, read_head
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
-    from tracer.ncu.store import ProfileRun
+    from tracer.ncu.profile_json import ProfileRun
     from tracer.sanitize.model import ToolRun
-    from tracer.trace.analyze import Analysis
-    from tracer.trace.job import Job, JobProcess
-    from tracer.trace.job_summary import JobAnalysis
-    from tracer.trace.model import Trace
+    from tracer.analysis.analyze import Analysis
+    from tracer.readers.job import Job, JobProcess
+    from tracer.analysis.job_summary import JobAnalysis
+    from tracer.model.trace import Trace
 
 HEAD_BYTES = 1 << 16
 NSYS_REP = ".nsys-rep"
@@ -52,12 +52,12 @@ class TraceRun:
     environment: dict[str, Any] | None  # environment.json of a run directory
 
     def load(self) -> Trace:
-        from tracer.trace.load import load_trace
+        from tracer.readers.load import load_trace
 
         return load_trace(self.trace_file)
 
     def analyze(self, pairs: PairSpec, hazards: bool = True) -> Analysis:
-        from tracer.trace.analyze import analyze
+        from tracer.analysis.analyze import analyze
 
         return analyze(self.load(), pairs, hazards=hazards)
 
@@ -73,12 +73,12 @@ class JobRun:
     environment: dict[str, Any] | None
 
     def load(self) -> Job:
-        from tracer.trace.job import load_job
+        from tracer.readers.job import load_job
 
         return load_job(self.run_dir, self.processes)
 
     def analyze(self, pairs: PairSpec, hazards: bool = True) -> JobAnalysis:
-        from tracer.trace.job_summary import analyze_job
+        from tracer.analysis.job_summary import analyze_job
 
         return analyze_job(self.load(), pairs, hazards)
 
@@ -158,7 +158,7 @@ def open_trace_dir(path: Path) -> TraceRun:
 
 
 def open_job_dir(path: Path) -> JobRun:
-    from tracer.trace.job import read_processes
+    from tracer.readers.job import read_processes
 
     spec, env = _run_files(path)
     return JobRun(path=path, run_dir=path, processes=read_processes(path), pair_spec=spec, environment=env)
@@ -180,7 +180,7 @@ def open_sanitize(path: Path) -> SanitizeRun:
 
 def open_campaign(path: Path) -> CampaignRun:
     from tracer.campaign.stats import cell_stats
-    from tracer.campaign.store import Store
+    from tracer.campaign.trials_db import Store
 
     if is_campaign_store(path):
         store = Store.open(path, readonly=True)
@@ -205,7 +205,7 @@ def open_campaign(path: Path) -> CampaignRun:
 
 
 def open_profile(path: Path) -> NcuRun:
-    from tracer.ncu.store import load_run
+    from tracer.ncu.profile_json import load_run
 
     return NcuRun(path, load_run(path))
 
@@ -214,7 +214,7 @@ def _profile_run(path: Path) -> bool:
     """A `tracer profile` run (a directory, or its .json): the ncu layer is imported only where one can be."""
     if not (path.is_dir() or path.suffix.lower() == ".json"):
         return False
-    from tracer.ncu.store import is_profile_run
+    from tracer.ncu.profile_json import is_profile_run
 
     return is_profile_run(path)
 
@@ -234,7 +234,7 @@ def open_artifact(path: Path) -> Artifact:
     if _profile_run(path):
         return open_profile(path)
     if path.is_dir():
-        from tracer.trace.job import is_job_dir
+        from tracer.readers.job import is_job_dir
 
         if is_job_dir(path):
             return open_job_dir(path)
@@ -242,7 +242,7 @@ def open_artifact(path: Path) -> Artifact:
             return open_trace_dir(path)
         if (path / "report.json").is_file():
             return open_sanitize(path)
-        from tracer.trace.kineto_job import is_kineto_dir, kineto_processes
+        from tracer.readers.kineto_job import is_kineto_dir, kineto_processes
 
         if is_kineto_dir(path):
             return JobRun(path=path, run_dir=path, processes=kineto_processes(path), pair_spec=None, environment=None)

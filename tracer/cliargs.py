@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import UsageError
 from tracer.store.outpath import file_output as file_output  # the type of a one-file output option, for commands
-from tracer.trace.pairs import PairMode, PairSpec
+from tracer.analysis.pairs import PairMode, PairSpec
 
 if TYPE_CHECKING:  # the reading layer is imported when a source is opened, not to build the parser
     from tracer.artifact import Artifact, JobRun, TraceRun

@@ -75,9 +75,9 @@ def _nonempty(what: str, names: list[str], folder: Path) -> str:
 
 def check_files() -> list[Check]:
     """The kernel sources, profiles, suppressions and demo data, through the constants the commands read."""
-    from tracer.campaign.profile import CAMPAIGN_DIR
+    from tracer.campaign.grid import CAMPAIGN_DIR
     from tracer.kernel import compile as nvrtc_compile
-    from tracer.profiles import PROFILE_DIR, builtin_names
+    from tracer.workloads.profiles import PROFILE_DIR, builtin_names
     from tracer.resources import DEMO_DIR
     from tracer.sanitize.suppress import DEFAULT_FILE
 
@@ -157,6 +157,7 @@ def check_tools() -> list[Check]:
     from tracer.errors import ToolMissingError
     from tracer.kernel.disasm import find_tool
     from tracer.sanitize.runner import find_sanitizer
+    from tracer.sanitize.tools import tool_names
 
     def found(path: str | None, hint: str) -> str:
         if path is None:
@@ -172,7 +173,7 @@ def check_tools() -> list[Check]:
     return [
         _probe("nvdisasm", "kernels sass/diff", True, lambda: tool_version(find_tool("nvdisasm"))),
         _probe("cuobjdump", "kernels sass/diff", True, lambda: tool_version(find_tool("cuobjdump"))),
-        _probe("compute-sanitizer", "sanitize run", False, lambda: tool_version(find_sanitizer())),
+        _probe("compute-sanitizer", f"sanitize run ({', '.join(tool_names())})", False, lambda: tool_version(find_sanitizer())),
         _probe("nsys", "trace run --backend nsys", False,
                lambda: found(find_nsys(), "nsys not found: install Nsight Systems, or set TRACER_NSYS")),
         _probe("nsys can write reports", "trace run --backend nsys", False, nsys_reports),

@@ -1,7 +1,7 @@
 """Colour for a person at a terminal: UNORDERED pairs, hazards, sanitizer findings and warnings
 stand out. Only where stdout is a terminal and NO_COLOR (no-color.org) is unset; piped or
 redirected output, and every --json, stay plain text. The words are the ones the text views print
-(tracer/trace/text.py, tracer/trace/hazards.py, tracer/sanitize/report.py); nothing is reworded."""
+(tracer/views/trace_text.py, tracer/analysis/hazards.py, tracer/sanitize/report.py); nothing is reworded."""
 from __future__ import annotations
 
 from functools import partial

@@ -1,7 +1,7 @@
 """Reading the raw TRACER_* tables of a `trace run --memory` capture, for the GPU tests and the
 device summary (scripts/device_capture.sh): which kernels touched which bytes, and the pairs of
 kernels on different streams inside one NVTX range whose ranges overlap with a write. No
-happens-before here (that is the analysis, tracer.trace): a raw overlap is a candidate, ordered
+happens-before here (that is the analysis, tracer.analysis): a raw overlap is a candidate, ordered
 or not. The expected verdict of each test program (tests/gpu/programs/) lives here too."""
 from __future__ import annotations
 

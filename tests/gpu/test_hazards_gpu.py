@@ -21,9 +21,9 @@ HAZARD_KINDS = ("RAW", "WAR", "WAW", "reuse")
 def unattributed_kernels(run: Path) -> tuple[int, int]:
     """(kernels in no NVTX range, kernels): the verdict's attribution counts every GPU operation, and
     copies made outside every range (a batch's HtoD before the first step) are not what is checked."""
-    from tracer.trace.analyze import analyze
-    from tracer.trace.load import load_trace
-    from tracer.trace.pairs import PairMode, PairSpec
+    from tracer.analysis.analyze import analyze
+    from tracer.readers.load import load_trace
+    from tracer.analysis.pairs import PairMode, PairSpec
 
     a = analyze(load_trace(run / "trace.sqlite"), PairSpec(PairMode.NONE), hazards=False)
     kernels = a.trace.kernels.kinds() == 0

@@ -51,7 +51,7 @@ def test_torchrun_ddp_traces_every_rank(tmp_path: Path, capsys: pytest.CaptureFi
     assert command["job"] and "job: 2 processes" in err
     launcher = [p for p in command["processes"] if p["rank"] is None]
     assert launcher and all(p["outcome"] == "no CUDA" and p["trace"] is None for p in launcher)  # torchrun: no CUPTI
-    markers = {m["file"]: m for m in read_markers(run / "procs")}
+    markers = {m.file: m for m in read_markers(run / "procs")}
     stdout = (run / "logs" / "stdout.log").read_text()
     for rank, p in ranks.items():
         db = run / "procs" / f"{p['file']}.sqlite"
@@ -63,11 +63,11 @@ def test_torchrun_ddp_traces_every_rank(tmp_path: Path, capsys: pytest.CaptureFi
             edges = event_edges(db)
             assert any((a in nccl) != (b in nccl) for a, b in edges), (rank, edges)  # joined by event edges
         marker = markers[p["file"]]
-        assert marker["file"].endswith(f"-r{rank}") and marker["cupti_started_by"] == "torch CUDA init"
-        assert {"bootstrap", "exit_total"} <= set(marker["timing"]["phases_s"])
-        assert marker["devices"] and marker["devices"][0]["sms"] > 0  # the GPU it held a context on
+        assert marker.file.endswith(f"-r{rank}") and marker.cupti_started_by == "torch CUDA init"
+        assert marker.timing and {"bootstrap", "exit_total"} <= set(marker.timing["phases_s"])
+        assert marker.devices and marker.devices[0]["sms"] > 0  # the GPU it held a context on
     env = json.loads((run / "environment.json").read_text())  # its GPU from the ranks' markers, no probe of tracer's
-    assert env["gpu"]["name"] == markers[ranks[0]["file"]]["devices"][0]["name"] and env["torch"]
+    assert env["gpu"]["name"] == markers[ranks[0]["file"]].devices[0]["name"] and env["torch"]
 
 
 @pytest.mark.parametrize("kill_after", [0, 5])
@@ -88,8 +88,8 @@ def test_a_sigkilled_rank_leaves_the_other_ranks_trace(tmp_path: Path, capsys: p
     assert ranks[1]["state"] == "died" and ranks[1]["outcome"] in ("partial", "no trace")  # what it flushed, if anything
     assert ranks[0]["state"] == "exited" and ranks[0]["ended"] in ("sigterm", "atexit") and ranks[0]["outcome"] == "complete"
     assert ranks[0]["kernels"] > 0 and not ranks[0]["trace_error"]
-    marker = {m["file"]: m for m in read_markers(run / "procs")}[ranks[1]["file"]]
-    assert marker["cupti_started_by"] == "torch CUDA init" and "timing" in marker  # what it wrote while it ran, kept
+    marker = {m.file: m for m in read_markers(run / "procs")}[ranks[1]["file"]]
+    assert marker.cupti_started_by == "torch CUDA init" and marker.timing is not None  # what it wrote while it ran, kept
     if kill_after:
         assert ranks[1]["outcome"] == "partial" and ranks[1]["kernels"] > 0, ranks[1]  # flushed while it waited
     if ranks[1]["outcome"] == "partial" and ranks[1]["kernels"]:  # two traces with kernels: a job

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from tracer import resources
 from tracer.artifact import TraceRun, open_campaign, open_sanitize
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.campaign.stats import CellStats
@@ -35,10 +35,10 @@ def diff_demo(out: Path) -> list[str]:
     """The seed workload compared: the planted race against its fix (hazards gone, time), and the
     fence-free kernel against device_before_atomic (time only; Nsight Compute durations)."""
     from tracer.app.diff import diff_paths
-    from tracer.plots.diff import draw_diff
-    from tracer.plots.timeline import save
-    from tracer.report.diff_html import write_diff_html
-    from tracer.report.diff_text import format_diff
+    from tracer.views.plots.diff import draw_diff
+    from tracer.views.plots.timeline import save
+    from tracer.views.report.diff_html import write_diff_html
+    from tracer.views.report.diff_text import format_diff
 
     fix = diff_paths(DIFF_DIR / "planted_cross_stream.sqlite", DIFF_DIR / "event_ordered_dgrad.sqlite")
     profile = DIFF_DIR / "fence_variants"
@@ -53,14 +53,14 @@ def diff_demo(out: Path) -> list[str]:
 
 def run_demo(out: Path | None = None) -> str:
     """Write the demo's files into out (default: a new temp folder); return the text to print."""
-    from tracer.plots.ablation import draw_ablation
-    from tracer.plots.perfetto import write_perfetto
-    from tracer.plots.timeline import draw_timeline, save
-    from tracer.plots.verdicts import draw_verdicts
-    from tracer.report.build import build_report, trace_analysis
+    from tracer.views.plots.ablation import draw_ablation
+    from tracer.views.plots.perfetto import write_perfetto
+    from tracer.views.plots.timeline import draw_timeline, save
+    from tracer.views.plots.verdicts import draw_verdicts
+    from tracer.views.report.build import build_report, trace_analysis
     from tracer.sanitize.selftest import format_matrix
-    from tracer.trace.text import format_analysis
-    from tracer.trace.timeline import timeline_data
+    from tracer.views.trace_text import format_analysis
+    from tracer.views.timeline_layout import timeline_data
 
     out = out or default_output()
     out.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,9 @@ from tracer.compare.verdicts import (compare_cells,
                                      compare_findings, compare_hazards, compare_pairs)
 from tracer.compare.result import WORDS, Diff, DiffKind, Side
 from tracer.errors import UsageError
-from tracer.trace.analyze import Analysis, PairVerdict
-from tracer.trace.hazards import Hazards, joined_coverage
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.analyze import Analysis, PairVerdict
+from tracer.analysis.hazards import Hazards, joined_coverage
+from tracer.analysis.pairs import PairSpec
 
 KIND_OF = {TraceRun: DiffKind.TRACE, JobRun: DiffKind.JOB, SanitizeRun: DiffKind.SANITIZE, CampaignRun: DiffKind.CAMPAIGN,
            NcuRun: DiffKind.PROFILE}
@@ -89,8 +89,8 @@ class _Reduced:
 
 
 def _reduce(run: TraceRun | JobRun, spec: PairSpec, hazards: bool) -> _Reduced:
-    from tracer.trace.analyze import analyze
-    from tracer.trace.job_summary import analyze_job, kernel_steps
+    from tracer.analysis.analyze import analyze
+    from tracer.analysis.job_summary import analyze_job, kernel_steps
 
     if isinstance(run, TraceRun):
         an = analyze(run.load(), spec, hazards=hazards, streams=False)

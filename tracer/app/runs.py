@@ -356,7 +356,7 @@ def verdict_json(path: Path) -> dict[str, Any]:
         return art.run.to_json()
     if isinstance(art, CampaignRun) and art.store:
         from tracer.campaign.report import report_data
-        from tracer.campaign.store import Store
+        from tracer.campaign.trials_db import Store
 
         store = Store.open(path, readonly=True)
         try:
@@ -381,8 +381,8 @@ def artifacts(path: Path) -> list[tuple[str, int]]:
 def write_perfetto_json(path: Path, out: Path) -> int:
     """The Perfetto JSON of a trace or job run, as `tracer trace export --perfetto` writes it (the
     pairs its verdict.json names, else none)."""
-    from tracer.plots.perfetto import write_perfetto
-    from tracer.trace.pairs import PairMode, PairSpec
+    from tracer.views.plots.perfetto import write_perfetto
+    from tracer.analysis.pairs import PairMode, PairSpec
 
     art = open_artifact(path)
     if not isinstance(art, (TraceRun, JobRun)):

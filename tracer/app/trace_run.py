@@ -9,7 +9,7 @@ proves nothing): it fails, and its files are kept as DIR.failed.
 A run stopped early is a result: at --timeout or Ctrl-C the command's group is stopped (SIGTERM:
 every traced process writes its trace), the traces are analysed as a partial run and the run
 directory is written, then the caller exits 8 (TimedOut). verdict.json says how the run stopped
-(`stopped`), where each process's streams stood (`ending`: tracer/trace/ending.py) and which
+(`stopped`), where each process's streams stood (`ending`: tracer/analysis/ending.py) and which
 processes were not traced (`untraced`, with whether each held a GPU)."""
 from __future__ import annotations
 
@@ -23,17 +23,18 @@ from typing import TYPE_CHECKING, Any
 from tracer.artifact import TraceRun
 from tracer.capture.options import MEMORY_DEFAULT
 from tracer.errors import TargetFailed, TimedOut, UsageError, unknown
+from tracer.format.marker import Marker, State
 from tracer.proc import ProcResult, check_timeout, raise_if_timed_out
 from tracer.store.atomic import copy_file
 from tracer.schemas import with_header
 from tracer.store.rundir import environment, staged, write_json
-from tracer.trace.pairs import PairSpec
+from tracer.analysis.pairs import PairSpec
 
 if TYPE_CHECKING:
     from tracer.capture.launcher import CaptureResult
-    from tracer.trace.analyze import Analysis
-    from tracer.trace.ending import ProcessEnd
-    from tracer.trace.job_summary import JobAnalysis
+    from tracer.analysis.analyze import Analysis
+    from tracer.analysis.ending import ProcessEnd
+    from tracer.analysis.job_summary import JobAnalysis
 
     Verdicts = Analysis | JobAnalysis
 
@@ -120,7 +121,7 @@ class Recorded:
 
     @property
     def job(self) -> bool:
-        from tracer.trace.analyze import Analysis
+        from tracer.analysis.analyze import Analysis
 
         return not isinstance(self.analysis, Analysis)
 
@@ -228,7 +229,7 @@ def record(req: CaptureRequest, pairs: PairSpec, hazards: bool = True) -> Record
         logs.mkdir()
         res, captured = _capture(req, tmp, logs)
         warm.join()
-        from tracer.trace.job import is_job_dir
+        from tracer.readers.job import is_job_dir
 
         job = is_job_dir(tmp)  # as `trace analyze` will read it
         write_json(tmp / "command.json", with_header("command", _command_fields(req, res, captured, job, gpu_check)))
@@ -258,16 +259,16 @@ def untraced_json(captured: CaptureResult | None) -> list[dict[str, Any]] | None
 def process_endings(analysis: Verdicts, captured: CaptureResult | None) -> tuple[ProcessEnd, ...]:
     """Where each traced process's streams stood at its end (the job's processes, or the one
     whose trace stands for the run)."""
-    from tracer.trace.analyze import Analysis
-    from tracer.trace.ending import process_end
+    from tracer.analysis.analyze import Analysis
+    from tracer.analysis.ending import process_end
 
     if isinstance(analysis, Analysis):
-        busy = max(captured.processes, key=lambda m: m.get("kernels") or 0) if captured and captured.processes else None
+        busy = max(captured.processes, key=lambda m: m.kernels or 0) if captured and captured.processes else None
         from tracer.capture.launcher import how_ended
 
-        label, how = (busy["file"], how_ended(busy)) if busy else ("process", "ended")
-        return (process_end(label, how, analysis.trace, busy.get("unflushed_s") if busy else None),)
-    unflushed = {m["file"]: m.get("unflushed_s") for m in (captured.processes if captured else ())}
+        label, how = (busy.file, how_ended(busy)) if busy else ("process", "ended")
+        return (process_end(label, how, analysis.trace, busy.unflushed_s if busy else None),)
+    unflushed = {m.file: m.unflushed_s for m in (captured.processes if captured else ())}
     return tuple(process_end(p.label, p.how, a.trace, unflushed.get(p.file))
                  for p, a in zip(analysis.job.processes, analysis.analyses) if a is not None)
 
@@ -300,10 +301,10 @@ def _import_analysis() -> None:
     """Import the analysis while the command runs (this process only waits for it then), so that
     neither the command's start nor the verdict after it waits for numpy and the readers."""
     try:
-        import tracer.trace.analyze
-        import tracer.trace.job_summary
-        import tracer.trace.job_text
-        import tracer.trace.load  # noqa: F401  # imported for its side effect: loaded ahead
+        import tracer.analysis.analyze
+        import tracer.analysis.job_summary
+        import tracer.views.job_text
+        import tracer.readers.load  # noqa: F401  # imported for its side effect: loaded ahead
     except Exception:  # the same import after the command reports it
         pass
 
@@ -312,12 +313,12 @@ def _analyse(tmp: Path, final: Path, pairs: PairSpec, hazards: bool, job: bool) 
     """The run's trace, or the job (every process on its own, then collectives, stragglers and
     clocks), read under the temporary name and named by the final one."""
     if job:
-        from tracer.trace.job import load_job
-        from tracer.trace.job_summary import analyze_job
+        from tracer.readers.job import load_job
+        from tracer.analysis.job_summary import analyze_job
 
         return analyze_job(load_job(tmp).moved_to(final), pairs, hazards)
-    from tracer.trace.analyze import analyze
-    from tracer.trace.load import load_trace
+    from tracer.analysis.analyze import analyze
+    from tracer.readers.load import load_trace
 
     trace = load_trace(tmp / "trace.sqlite")
     return analyze(replace(trace, source=str(final / "trace.sqlite")), pairs, hazards=hazards)
@@ -334,7 +335,7 @@ def _no_trace(req: CaptureRequest, res: ProcResult, captured: CaptureResult | No
     failure = captured.failure()
     if failure:
         return TargetFailed(f"{failure}; no process recorded a CUDA kernel ({outcome_summary(captured)})")
-    missed = [p["file"] for p in captured.processes if p.get("untraced_cuda")]
+    missed = [p.file for p in captured.processes if p.untraced_cuda]
     why = f"; {', '.join(missed)} used CUDA by a path tracer does not see" if missed else ""
     return UsageError(f"no process of the command recorded a CUDA kernel ({outcome_summary(captured)}{why}): "
                       f"nothing to analyse")
@@ -346,33 +347,33 @@ def process_notices(captured: CaptureResult, run_dir: Path, job: bool, listed: b
 
     procs = captured.processes
     lines = []
-    unwell = any(p.get("untraced_cuda") or p.get("outcome") not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
+    unwell = any(p.untraced_cuda or p.outcome not in (Outcome.COMPLETE, Outcome.NO_CUDA) for p in procs)
     if not listed and (len(procs) > 1 or unwell):
         quiet = [p for p in procs if _quiet(p)]
         folded = quiet if len(quiet) > 2 else []  # a compiler's worker pool, say: one line, not dozens
         lines += [f"processes ({len(procs)}):", *(describe(p) for p in procs if not (folded and _quiet(p)))]
         if folded:
-            forks = sum(1 for p in folded if p.get("fork_child"))
+            forks = sum(1 for p in folded if p.fork_child)
             lines.append(f"  ... and {len(folded)} more processes ({forks} of them fork children) that exited 0 "
                          "with no CUDA kernels: each in command.json")
     if captured.partial and not job:
         lines.append("tracer: warning: the trace is PARTIAL (its process died): what it flushed before dying")
     if job:
-        busy = [p["file"] for p in procs if (p.get("kernels") or 0) > 0]
+        busy = [p.file for p in procs if (p.kernels or 0) > 0]
         lines.append(f"job: {len(busy)} process{'es' if len(busy) != 1 else ''} recorded kernels ({', '.join(busy)}), "
                      f"traces in {run_dir}/procs: analysed as one job (`tracer trace analyze {run_dir}` again)")
     return lines
 
 
-def _quiet(p: dict[str, Any]) -> bool:
+def _quiet(p: Marker) -> bool:
     """A process that ended well and recorded nothing: no kernels, no rank, no CUDA trouble."""
-    return (p.get("state") == "exited" and not p.get("exit") and p.get("ended") != "sigterm" and not p.get("kernels")
-            and p.get("rank") is None and not p.get("untraced_cuda") and not p.get("trace_error"))
+    return (p.state is State.EXITED and not p.exit and p.ended != "sigterm" and not p.kernels
+            and p.rank is None and not p.untraced_cuda and not p.trace_error)
 
 
 def import_run(run: TraceRun, output: Path, pairs: PairSpec, hazards: bool = True) -> Recorded:
     """A run directory from a trace made elsewhere (a copy of it, command.json, verdict.json)."""
-    from tracer.trace.analyze import analyze
+    from tracer.analysis.analyze import analyze
 
     analysis = analyze(run.load(), pairs, hazards=hazards)
     with staged(output) as tmp:

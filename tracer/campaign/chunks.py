@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from tracer.campaign.profile import CampaignSpec
-from tracer.campaign.store import Store
+from tracer.campaign.grid import CampaignSpec
+from tracer.campaign.trials_db import Store
 
 
 class Chunk(NamedTuple):

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from tracer import proc
 from tracer.campaign.chunks import Chunk, assign, plan_chunks
-from tracer.campaign.profile import CPU_WORKLOAD, EXECUTORS, CampaignSpec, check_run_options
-from tracer.campaign.store import Store, TrialRow
+from tracer.campaign.grid import CPU_WORKLOAD, EXECUTORS, CampaignSpec, check_run_options
+from tracer.campaign.trials_db import Store, TrialRow
 from tracer.errors import unknown
 
 MAX_CRASHES_PER_CHUNK = 2

@@ -6,7 +6,7 @@ import sys
 from typing import Any
 
 from tracer.campaign.stats import check_baseline, compare_to_baseline, sprt, trials_needed
-from tracer.campaign.store import CellSummary, Store
+from tracer.campaign.trials_db import CellSummary, Store
 from tracer.textsafe import lines_text
 
 

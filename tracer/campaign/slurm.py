@@ -12,8 +12,8 @@ from typing import Any
 
 from tracer import proc
 from tracer.campaign.chunks import Chunk, plan_chunks
-from tracer.campaign.profile import CampaignSpec, load_campaign
-from tracer.campaign.store import Store, TrialRow
+from tracer.campaign.grid import CampaignSpec, load_campaign
+from tracer.campaign.trials_db import Store, TrialRow
 from tracer.errors import ToolMissingError
 
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL", "DEADLINE"}
@@ -23,7 +23,7 @@ def slurm_task(profile: str, chunks: list[tuple[int, list[int], dict[str, Any]]]
     """Runs on a Slurm node: the chunks' trials, returned (the store is written by the submitter)."""
     import os
 
-    from tracer.campaign.profile import Cell
+    from tracer.campaign.grid import Cell
     from tracer.campaign.trials import run_chunk
 
     spec = load_campaign(profile)

@@ -9,8 +9,8 @@ import time
 from collections import defaultdict
 from typing import Any
 
-from tracer.campaign.profile import CPU_WORKLOAD, CampaignSpec, Cell
-from tracer.campaign.store import TrialRow
+from tracer.campaign.grid import CPU_WORKLOAD, CampaignSpec, Cell
+from tracer.campaign.trials_db import TrialRow
 from tracer.fp8.detector import Check, Where
 
 _ENGINES: dict[str, Any] = {}

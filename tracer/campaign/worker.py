@@ -7,9 +7,9 @@ import sys
 from pathlib import Path
 
 from tracer import jsonkeys
-from tracer.campaign.profile import SprtBounds, load_campaign
+from tracer.campaign.grid import SprtBounds, load_campaign
 from tracer.campaign.stats import Decision, sprt
-from tracer.campaign.store import Store
+from tracer.campaign.trials_db import Store
 from tracer.campaign.trials import run_chunk
 
 

@@ -14,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from tracer.capture.collector import Collector, count_error, start, stop
-from tracer.capture.memory import MemoryRecorder
+from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.options import CaptureOptions
 from tracer.capture.records import ApiRec, KernelRec, Memory2Rec, TraceRecords
 from tracer.capture.timing import Timing

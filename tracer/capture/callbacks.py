@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tracer.capture.fastrecords import FastRecords
-from tracer.capture.memory import MemoryRecorder
+from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.records import HostQueryKind, HostQueryRec, Mode
 
 READ, WRITE = Mode.READ, Mode.WRITE

@@ -22,11 +22,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from tracer import jsonkeys, proc
+from tracer import proc
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, MEMORY_DEFAULT, STOP_FILE, CaptureOptions
 from tracer.errors import UsageError
-from tracer.store.rundir import environment, write_json
+from tracer.format.marker import Marker, MarkerError, State, command_json
 from tracer.format.procs import PROCS, Outcome, marker_files
+from tracer.store.rundir import environment, write_json
 
 BOOT = Path(__file__).resolve().parent / "boot"
 ROOT = Path(__file__).resolve().parent.parent.parent  # the folder holding the tracer package
@@ -191,15 +192,16 @@ def _cmdline(pid: int) -> list[str]:
     return [a.decode(errors="replace") for a in raw.split(b"\0") if a][:20]
 
 
-def read_markers(procs: Path) -> list[dict[str, Any]]:
+def read_markers(procs: Path, strict: bool = True) -> list[Marker]:
+    """Every marker in procs/. `strict=False` (polling while the command runs) skips one that cannot
+    be read; settling the run reads them strictly: a marker that is not one is an error."""
     out = []
     for path in marker_files(procs):
         try:
-            data = jsonkeys.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if isinstance(data, dict):
-            out.append({**data, "file": path.stem})
+            out.append(Marker.load(path))
+        except MarkerError:
+            if strict:
+                raise
     return out
 
 
@@ -230,8 +232,8 @@ def wait_for_writers(procs: Path, seen: dict[int, dict[str, Any]], deadline: flo
     be writing their traces: wait for them (and for Python descendants yet to write a marker),
     up to the deadline. Non-Python leftovers are not waited for."""
     while time.monotonic() < deadline:
-        markers = {int(m.get("pid", 0)): m for m in read_markers(procs)}
-        running = [pid for pid, m in markers.items() if m.get("state") == "running" and _alive(pid)]
+        markers = {m.pid: m for m in read_markers(procs, strict=False)}
+        running = [pid for pid, m in markers.items() if m.state is State.RUNNING and _alive(pid)]
         running += [pid for pid, info in list(seen.items())  # a copy: the sampler may still be adding
                     if pid not in markers and _pythonic(info) and _alive(pid)]
         if not running:
@@ -245,8 +247,8 @@ def stop_tracing(procs: Path, deadline: float) -> None:
     processes run on untraced; Python processes started later are not traced."""
     (procs / STOP_FILE).write_text("stop\n")
     while time.monotonic() < deadline:
-        busy = [m for m in read_markers(procs)
-                if m.get("state") == "running" and m.get("cupti_started_by") and _alive(int(m.get("pid", 0)))]
+        busy = [m for m in read_markers(procs, strict=False)
+                if m.state is State.RUNNING and m.cupti_started_by and _alive(m.pid)]
         if not busy:
             return
         time.sleep(SAMPLE_S / 2)
@@ -255,7 +257,7 @@ def stop_tracing(procs: Path, deadline: float) -> None:
 @dataclass(frozen=True, kw_only=True)
 class CaptureResult:
     proc: proc.ProcResult
-    processes: tuple[dict[str, Any], ...]
+    processes: tuple[Marker, ...]  # settled: each with its outcome
     untraced: tuple[dict[str, Any], ...]
     trace: Path | None  # RUN/trace.sqlite when one process's trace stands for the run
     job: bool  # several processes recorded kernels: their traces stay under RUN/procs/
@@ -266,11 +268,8 @@ class CaptureResult:
 
     def command_fields(self) -> dict[str, Any]:
         """What command.json records about the processes of the run."""
-        keys = ("file", "pid", "ppid", "host", "rank", "local_rank", "world_size", "state", "ended", "exit",
-                "kernels", "trace", "outcome", "fork_child", "untraced_cuda", "trace_error", "error", "fatal_signal",
-                "flushed_at_signal", "last_flush_unix_ns", "unflushed_s")
         return {"memory": self.options.memory, "job": self.job, "tracer_s": self.tracer_s,
-                "processes": [{k: m.get(k) for k in keys} for m in self.processes],
+                "processes": [command_json(m) for m in self.processes],
                 "untraced": list(self.untraced),
                 "untraced_note": (f"process tree sampled every {SAMPLE_S} s: shorter-lived programs may be missed"
                                   if self.sampled else "process tree not sampled (no /proc)")}
@@ -282,7 +281,7 @@ class CaptureResult:
 
     @property
     def partial(self) -> bool:
-        return any(m.get("outcome") == Outcome.PARTIAL for m in self.processes if m.get("kernels"))
+        return any(m.outcome is Outcome.PARTIAL for m in self.processes if m.kernels)
 
     def failure(self) -> str:
         """Why the run cannot count as a clean capture ("" when it can): the command failed, or a
@@ -290,33 +289,32 @@ class CaptureResult:
         code = self.proc.returncode
         why = [f"the traced command {'was killed by signal ' + str(-code) if code < 0 else 'exited ' + str(code)}"
                ] if code not in (0, None) else []
-        died = [m["file"] for m in self.processes if m.get("outcome") in (Outcome.PARTIAL, Outcome.NO_TRACE)]
+        died = [m.file for m in self.processes if m.outcome in (Outcome.PARTIAL, Outcome.NO_TRACE)]
         if died:
             why.append(f"{len(died)} process(es) died before writing their trace: {', '.join(died)}")
         return "; ".join(why)
 
 
-def untraced(seen: dict[int, dict[str, Any]], markers: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    traced = {int(m["pid"]) for m in markers if "pid" in m}
+def untraced(seen: dict[int, dict[str, Any]], markers: list[Marker]) -> list[dict[str, Any]]:
+    traced = {m.pid for m in markers}
     return [info for pid, info in sorted(seen.items()) if pid not in traced]
 
 
-def unflushed_s(m: dict[str, Any], seen: dict[int, dict[str, Any]], now_ns: int) -> float | None:
+def unflushed_s(m: Marker, seen: dict[int, dict[str, Any]], now_ns: int) -> float | None:
     """At most how long a process that died ran after its last flush (what its trace may miss):
     from that flush (or its CUPTI start) to the last sample that saw it alive plus one sample
     interval (now when never sampled); 0 when it flushed in its fatal-signal handler."""
-    if m.get("flushed_at_signal"):
+    if m.flushed_at_signal:
         return 0.0
-    last = m.get("last_flush_unix_ns") or (m.get("clock_start") or [0, 0])[1]
-    if not last or not m.get("cupti_started_by"):
+    last = m.last_flush_unix_ns or (m.clock_start or (0, 0))[1]
+    if not last or not m.cupti_started_by:
         return None
-    seen_at = seen.get(int(m.get("pid", 0)), {}).get("last_seen_unix_ns")
+    seen_at = seen.get(m.pid, {}).get("last_seen_unix_ns")
     gone_by = min(now_ns, seen_at + int(SAMPLE_S * 1e9)) if seen_at else now_ns
     return round(max(0, gone_by - int(last)) / 1e9, 3)
 
 
-def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float,
-           seen: dict[int, dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def settle(procs: Path, markers: list[Marker], flush_s: float, seen: dict[int, dict[str, Any]] | None = None) -> list[Marker]:
     """Every process's outcome once the command is over: complete, partial (it died; what it
     flushed is completed and marked so, and its marker rewritten, with how long it ran unflushed),
     no trace (it died before flushing anything), no CUDA (it never used CUDA: nothing to trace),
@@ -325,73 +323,73 @@ def settle(procs: Path, markers: list[dict[str, Any]], flush_s: float,
 
     out, now = [], time.time_ns()
     for m in markers:
-        final = procs / f"{m['file']}.sqlite"
+        final = procs / f"{m.file}.sqlite"
         partial = partial_path(final)
-        alive = m.get("state") == "running" and _alive(int(m.get("pid", 0)))
+        alive = m.state is State.RUNNING and _alive(m.pid)
         kernels = None
         if partial.is_file() and not final.is_file() and not alive:
             note = (f"the process died before exiting: records up to its last flush (every {flush_s:g} s)"
-                    if m.get("state") == "running" else "the process did not finish writing its trace at exit")
+                    if m.state is State.RUNNING else "the process did not finish writing its trace at exit")
             kernels = salvage(partial, final, note)
             if kernels is not None:
-                m = {**m, "kernels": kernels, "trace": final.name, "partial": note}
-        if m.get("state") == "running" and not alive:
-            m = {**m, "state": "died"} if kernels is not None else {**m, "state": "died", "trace": None, "kernels": 0}
-            m["unflushed_s"] = unflushed_s(m, seen or {}, now)
-        if kernels is not None or m.get("state") == "died":
-            write_json(procs / f"{m['file']}.json", m)
-        out.append({**m, "outcome": _outcome(m, final).value})
+                m = m.with_(kernels=kernels, trace=final.name, partial=note)
+        if m.state is State.RUNNING and not alive:
+            m = m.with_(state=State.DIED) if kernels is not None else m.with_(state=State.DIED, trace=None, kernels=0)
+            m = m.with_(unflushed_s=unflushed_s(m, seen or {}, now))
+        if kernels is not None or m.state is State.DIED:
+            write_json(procs / f"{m.file}.json", m.to_json())
+        out.append(m.with_(outcome=_outcome(m, final)))
     return out
 
 
-def _outcome(m: dict[str, Any], final: Path) -> Outcome:
-    if m.get("state") == "running":
+def _outcome(m: Marker, final: Path) -> Outcome:
+    if m.state is State.RUNNING:
         return Outcome.STILL_RUNNING
     if final.is_file():
-        return Outcome.PARTIAL if m.get("partial") else Outcome.COMPLETE
-    if m.get("state") == "exited" and m.get("trace") is None and not m.get("cuda"):
+        return Outcome.PARTIAL if m.partial else Outcome.COMPLETE
+    if m.state is State.EXITED and m.trace is None and not m.cuda:
         return Outcome.NO_CUDA
     return Outcome.NO_TRACE
 
 
-def pick_trace(markers: list[dict[str, Any]], procs: Path, root: int | None = None) -> tuple[dict[str, Any] | None, bool]:
+def pick_trace(markers: list[Marker], procs: Path, root: int | None = None) -> tuple[Marker | None, bool]:
     """(the marker whose trace stands for the run, is it a job). Only a process that recorded
     kernels can stand for the run: a launcher's empty trace never becomes the run's analysis."""
-    busy = [m for m in markers if (m.get("kernels") or 0) > 0 and (procs / f"{m['file']}.sqlite").is_file()]
+    busy = [m for m in markers if (m.kernels or 0) > 0 and (procs / f"{m.file}.sqlite").is_file()]
     if len(busy) > 1:
         return None, True
     return (busy[0] if busy else None), False
 
 
-def how_ended(m: dict[str, Any]) -> str:
+def how_ended(m: Marker) -> str:
     """How a process ended, in words (from its settled marker)."""
-    state, code = m.get("state"), m.get("exit")
-    if state == "died" and m.get("fatal_signal"):
-        return f"died of {_signame(m['fatal_signal'])}" + (" (flushed at it)" if m.get("flushed_at_signal") else "")
-    if state == "died":
-        gap = m.get("unflushed_s")
+    state, code = m.state, m.exit
+    if state is State.DIED and m.fatal_signal:
+        return f"died of {_signame(m.fatal_signal)}" + (" (flushed at it)" if m.flushed_at_signal else "")
+    if state is State.DIED:
+        gap = m.unflushed_s
         return "died without exiting (SIGKILL or a crash)" + (f": up to {gap:g} s unflushed" if gap is not None else "")
-    if state == "detached":
+    if state is State.DETACHED:
         return "traced until --stop-after, left running"
-    if state == "exited" and m.get("ended") == "sigterm":
+    if state is State.EXITED and m.ended == "sigterm":
         return "stopped by SIGTERM"
-    if state == "exited" and m.get("ended") == "os._exit":
+    if state is State.EXITED and m.ended == "os._exit":
         return f"left by os._exit({code if code is not None else 0})"
-    if state == "exited":
+    if state is State.EXITED:
         return f"exited {code if code is not None else 0}"
-    return str(state)
+    return state.value
 
 
-def describe(m: dict[str, Any]) -> str:
+def describe(m: Marker) -> str:
     """One line per process: who it is, how it ended, what its trace holds."""
-    who = f"rank {m['rank']}" if m.get("rank") is not None else ("fork child" if m.get("fork_child") else "process")
+    who = f"rank {m.rank}" if m.rank is not None else ("fork child" if m.fork_child else "process")
     how = how_ended(m)
-    kernels = m.get("kernels") or 0
-    what = {Outcome.COMPLETE.value: f"complete trace, {kernels} kernels",
-            Outcome.PARTIAL.value: f"PARTIAL trace, {kernels} kernels (up to its last flush)", Outcome.NO_TRACE.value: "NO TRACE",
-            Outcome.NO_CUDA.value: "no CUDA use, nothing to trace", Outcome.STILL_RUNNING.value: "still running: no trace"}
-    extra = "".join(f"; {m[k]}" for k in ("untraced_cuda", "trace_error") if m.get(k))
-    return f"  {m['file']:<28} {who:<10} {how:<42} {what.get(m.get('outcome', ''), m.get('outcome'))}{extra}"
+    kernels = m.kernels or 0
+    what = {Outcome.COMPLETE: f"complete trace, {kernels} kernels",
+            Outcome.PARTIAL: f"PARTIAL trace, {kernels} kernels (up to its last flush)", Outcome.NO_TRACE: "NO TRACE",
+            Outcome.NO_CUDA: "no CUDA use, nothing to trace", Outcome.STILL_RUNNING: "still running: no trace"}
+    extra = "".join(f"; {note}" for note in (m.untraced_cuda, m.trace_error) if note)
+    return f"  {m.file:<28} {who:<10} {how:<42} {what[m.outcome] if m.outcome else 'not settled'}{extra}"
 
 
 def _signame(signum: int) -> str:
@@ -414,19 +412,20 @@ def outcome_summary(result: CaptureResult) -> str:
     """One line: how many processes, and how many ended each way ("2 processes: 1 no CUDA, 1 no trace")."""
     counts: dict[str, int] = {}
     for m in result.processes:
-        counts[str(m.get("outcome"))] = counts.get(str(m.get("outcome")), 0) + 1
+        word = m.outcome.value if m.outcome else "not settled"
+        counts[word] = counts.get(word, 0) + 1
     n = len(result.processes)
     ways = ", ".join(f"{v} {k}" for k, v in sorted(counts.items()))
     return f"{n} traced process{'es' if n != 1 else ''}" + (f": {ways}" if ways else "") + \
         (f"; {len(result.untraced)} untraced" if result.untraced else "")
 
 
-def with_gpu(env: dict[str, Any], markers: list[dict[str, Any]]) -> dict[str, Any]:
+def with_gpu(env: dict[str, Any], markers: list[Marker]) -> dict[str, Any]:
     """environment.json: `env` (versions, read here) and the GPUs the traced processes held a
     context on (their markers' `devices`, ranks first): tracer never touches CUDA itself."""
     found: list[dict[str, Any]] = []
-    for m in sorted(markers, key=lambda m: (m.get("rank") is None, m.get("rank") or 0, m.get("pid") or 0)):
-        found += [d for d in m.get("devices") or [] if isinstance(d, dict) and d not in found]
+    for m in sorted(markers, key=lambda m: (m.rank is None, m.rank or 0, m.pid)):
+        found += [d for d in m.devices or () if d not in found]
     if not found:
         return env | {"gpu": None, "gpu_note": "no traced process reported a GPU (none used CUDA, or none lived to exit)"}
     return env | {"gpu": found[0]} | ({"gpus": found} if len(found) > 1 else {})
@@ -484,8 +483,8 @@ def capture_run(command: list[str], run_dir: Path, logs: Path, timeout: float, *
     trace = None
     if chosen is not None:
         trace = run_dir / "trace.sqlite"
-        (procs / f"{chosen['file']}.sqlite").replace(trace)
-        shutil.copyfile(procs / f"{chosen['file']}.json", run_dir / "process.json")
+        (procs / f"{chosen.file}.sqlite").replace(trace)
+        shutil.copyfile(procs / f"{chosen.file}.json", run_dir / "process.json")
     if describe:
         described.join()
         env_info = with_gpu(env_info, markers)

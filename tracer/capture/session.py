@@ -32,15 +32,16 @@ import threading
 import time
 from pathlib import Path
 from types import ModuleType
-from typing import Any, NoReturn
+from typing import Any, NamedTuple, NoReturn
 
 from tracer.capture.options import ENV_DIR, ENV_OPTIONS, STOP_FILE, CaptureOptions
 from tracer.capture.timing import Timing
+from tracer.format.marker import Marker, State
 from tracer.format.procs import file_stem
 
-RANK_VARS = (("rank", ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")),
-             ("local_rank", ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")),
-             ("world_size", ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")))
+RANK_ENV = ("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+LOCAL_RANK_ENV = ("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK")
+WORLD_SIZE_ENV = ("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 
 _session: Session | None = None
 
@@ -53,17 +54,35 @@ def _env_int(names: tuple[str, ...]) -> int | None:
     return None
 
 
-def identity() -> dict[str, Any]:
-    info: dict[str, Any] = {"pid": os.getpid(), "ppid": os.getppid(), "host": socket.gethostname()}
-    for key, names in RANK_VARS:
-        info[key] = _env_int(names)
-    return info
+class Identity(NamedTuple):
+    """Who the process is: the marker's first fields."""
+
+    pid: int
+    ppid: int
+    host: str
+    rank: int | None
+    local_rank: int | None
+    world_size: int | None
+    fork_parent: int | None = None
+
+    @property
+    def stem(self) -> str:
+        return file_stem(self.host, self.pid, self.rank)
+
+
+def identity(fork_parent: int | None = None) -> Identity:
+    return Identity(pid=os.getpid(), ppid=os.getppid(), host=socket.gethostname(), rank=_env_int(RANK_ENV),
+                    local_rank=_env_int(LOCAL_RANK_ENV), world_size=_env_int(WORLD_SIZE_ENV), fork_parent=fork_parent)
 
 
 def write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1, default=str) + "\n")
     tmp.replace(path)
+
+
+def write_marker(folder: Path, marker: Marker) -> None:
+    write_json(folder / f"{marker.file}.json", marker.to_json())
 
 
 class Session:
@@ -73,10 +92,10 @@ class Session:
         self.timing = Timing()
         self.folder, self.options = folder, options
         self.info = identity()
-        self.backend = make_backend(options, self.info["pid"], self.timing)
+        self.backend = make_backend(options, self.info.pid, self.timing)
         self.memory = None
         if options.memory:
-            from tracer.capture.memory import MemoryRecorder
+            from tracer.capture.memory_recorder import MemoryRecorder
             from tracer.capture.window import spec_of
 
             b = self.backend
@@ -100,21 +119,21 @@ class Session:
 
     @property
     def stem(self) -> str:
-        return file_stem(self.info["host"], self.info["pid"], self.info["rank"])
+        return self.info.stem
 
-    def clock_pair(self) -> list[int]:
-        return [int(self.backend.clock()), time.time_ns()]
+    def clock_pair(self) -> tuple[int, int]:
+        return (int(self.backend.clock()), time.time_ns())
 
-    def marker(self) -> dict[str, Any]:
-        return {**self.info, "file": self.stem, "argv": list(getattr(sys, "orig_argv", sys.argv)), "executable": sys.executable,
-                "backend": self.backend.name, "memory": self.options.memory, "state": "running",
-                "clock_start": self.clock_pair(), "fork_child": self.forked}
+    def marker(self) -> Marker:
+        return Marker(**self.info._asdict(), file=self.stem, argv=tuple(getattr(sys, "orig_argv", sys.argv)),
+                      executable=sys.executable, backend=self.backend.name, memory=self.options.memory, state=State.RUNNING,
+                      clock_start=self.clock_pair(), fork_child=self.forked)
 
     # --- start ----------------------------------------------------------------------------
     def start(self) -> None:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.started = self.marker()
-        write_json(self.folder / f"{self.stem}.json", self.started)
+        write_marker(self.folder, self.started)
         if not self.options.lazy:
             self.activate()
         else:
@@ -187,15 +206,14 @@ class Session:
                 self.backend.activate(self.memory)
                 from tracer.capture.nsys_schema import TraceWriter
 
-                self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info["pid"], self.backend.name)
+                self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info.pid, self.backend.name)
             except Exception as exc:
                 print(f"tracer: CUPTI not started in pid {os.getpid()}: {type(exc).__name__}: {exc}", file=sys.stderr)
-                self.started["cupti_error"] = f"{type(exc).__name__}: {exc}"[:300]
+                self.started = self.started.with_(cupti_error=f"{type(exc).__name__}: {exc}"[:300])
                 return
             from tracer.capture import fatal
 
-            self.started["cupti_started_by"] = why
-            self.started["fatal_signals"] = list(fatal.install(self.flush_at_death))
+            self.started = self.started.with_(cupti_started_by=why, fatal_signals=tuple(fatal.install(self.flush_at_death)))
             self.timing.mark("cupti_started")
             self.update_marker()
             self._start_flusher()
@@ -252,11 +270,11 @@ class Session:
         """In the fatal-signal handler (fatal.py), before the process dies of `signum`: the
         marker says so first (cheap, and kept should the flush hang), then one forced flush and
         its committed batch; `trace run` completes the partial file."""
-        if self.finished or self.info["pid"] != os.getpid():
+        if self.finished or self.info.pid != os.getpid():
             return
         self.fatal_signal = signum
         self.stop_flushing.set()
-        self.started["fatal_signal"] = signum
+        self.started = self.started.with_(fatal_signal=signum)
         self.update_marker()
         if not self.backend.active or self.writer is None or not self.write_lock.acquire(timeout=2.0):
             return
@@ -264,7 +282,7 @@ class Session:
             self.backend.flush(True)
             self.writer.append(self.backend.take())
             self.last_flush_ns = time.time_ns()
-            self.started["flushed_at_signal"] = True
+            self.started = self.started.with_(flushed_at_signal=True)
             self.update_marker()
         except Exception as exc:
             self.count_error("fatal_flush", exc)
@@ -277,16 +295,16 @@ class Session:
         kernels = self.writer.kernels if self.writer is not None else 0
         if not self.devices and kernels:
             self.devices = devices()
-        write_json(self.folder / f"{self.stem}.json", {**self.started, "kernels": kernels, "flushed_kernels": self.flushed_kernels,
-                                                         "last_flush_unix_ns": self.last_flush_ns,
-                                                         "devices": self.devices, "timing": self.timing.to_json()})
+        write_marker(self.folder, self.started.with_(kernels=kernels, flushed_kernels=dict(self.flushed_kernels),
+                                                     last_flush_unix_ns=self.last_flush_ns, devices=tuple(self.devices),
+                                                     timing=self.timing.to_json()))
 
     # --- fork -----------------------------------------------------------------------------
     def after_fork(self) -> None:
         """In the child: a fresh session under the child's pid; nothing of the parent's is kept."""
         self.lock = threading.RLock()
         self.write_lock = threading.Lock()
-        self.info = {**identity(), "fork_parent": self.info["pid"]}
+        self.info = identity(fork_parent=self.info.pid)
         self.forked = True
         self.finished = False
         self.flushed_kernels = {"periodic": 0, "sync": 0}
@@ -294,16 +312,16 @@ class Session:
         self.finishing = self.pending_signal = None
         self.last_flush_ns = self.fatal_signal = None
         self.last_forced = -float("inf")
-        self.backend.after_fork(self.info["pid"], int(self.backend.clock()))
+        self.backend.after_fork(self.info.pid, int(self.backend.clock()))
         if self.memory is not None:
             self.memory.reset_after_fork()
         self.started = self.marker()
-        write_json(self.folder / f"{self.stem}.json", self.started)
+        write_marker(self.folder, self.started)
         if self.writer is not None:  # the parent's file is the parent's: the child starts its own
             self.writer = None
             from tracer.capture.nsys_schema import TraceWriter
 
-            self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info["pid"], self.backend.name)
+            self.writer = TraceWriter(self.folder / f"{self.stem}.sqlite", self.info.pid, self.backend.name)
             self._start_flusher()
 
     # --- finish ---------------------------------------------------------------------------
@@ -311,7 +329,7 @@ class Session:
         """Write the trace, then the final marker; at most once per process, never raising. A
         second caller (the SIGTERM watcher) waits until the first has written."""
         with self.lock:
-            if self.finished or self.info["pid"] != os.getpid():
+            if self.finished or self.info.pid != os.getpid():
                 return
             self.finished = True
             self.finishing = threading.get_ident()
@@ -337,34 +355,32 @@ class Session:
                 except Exception as exc:
                     error = f"{type(exc).__name__}: {exc}"[:300]
                     print(f"tracer: trace of pid {os.getpid()} not completed at exit: {error}", file=sys.stderr)
-                    fields = {"kernels": self.writer.kernels if self.writer is not None else 0, "trace": None,
-                              "cuda": True, "trace_error": error}
+                    fields = dict(kernels=self.writer.kernels if self.writer is not None else 0, trace=None, cuda=True,
+                                  trace_error=error)
         fatal.uninstall()  # a crash in the interpreter's teardown must not call into Python
-        state = "detached" if ended == "stop-after" else "exited"  # detached: it runs on, untraced
-        write_json(self.folder / f"{self.stem}.json", {
-            **self.started, "state": state, "ended": ended, "exit": exit_code, "exception": self.exception,
-            "clock_end": self.clock_pair(), "dist_rank": _dist_rank(), "timing": self.timing.to_json(),
-            "flushed_kernels": self.flushed_kernels, **fields})
+        state = State.DETACHED if ended == "stop-after" else State.EXITED  # detached: it runs on, untraced
+        write_marker(self.folder, self.started.with_(
+            state=state, ended=ended, exit=exit_code, exception=self.exception, clock_end=self.clock_pair(), dist_rank=_dist_rank(),
+            timing=self.timing.to_json(), flushed_kernels=dict(self.flushed_kernels), **fields))
 
     def _write_trace(self, ended: str, exit_code: int | None) -> dict[str, Any]:
         rec, memory2 = self.backend.stop(forked=self.forked, quick=ended in ("sigterm", "stop-after"))
         if self.memory is not None:
             with self.timing.phase("exit_memory_tables"):
                 self.memory.finish(rec, memory2)
-        rec.pid = self.info["pid"]
+        rec.pid = self.info.pid
         rec.meta["TRACER_PROCESS"] = self.stem
         with self.timing.phase("exit_write"):
             trace = self.writer.close(rec, target_exit=exit_code)
-        return {"kernels": self.writer.kernels, "trace": trace.name, "cuda": True, "devices": self.devices or devices(),
-                "errors": {k: f"{n}: {first}" for k, (n, first) in rec.errors.items()}}
+        return dict(kernels=self.writer.kernels, trace=trace.name, cuda=True, devices=tuple(self.devices or devices()),
+                    errors={k: f"{n}: {first}" for k, (n, first) in rec.errors.items()})
 
     def _no_trace(self) -> dict[str, Any]:
         """CUPTI never started: no trace file. Say so, and whether CUDA was used all the same (a
         context created by a path the lazy start does not see: its kernels were not recorded)."""
         missed = cuda_context_exists() if self.backend.name == "cupti" else False
-        return {"kernels": 0, "trace": None, "cuda": bool(missed),
-                **({"untraced_cuda": "a CUDA context exists but CUPTI never started: its kernels were not recorded"}
-                   if missed else {})}
+        return dict(kernels=0, trace=None, cuda=bool(missed),
+                    untraced_cuda="a CUDA context exists but CUPTI never started: its kernels were not recorded" if missed else None)
 
 
 def _fork_child_may_flush() -> bool:
@@ -468,7 +484,7 @@ def current() -> Session | None:
 def memory_recorder() -> Any:
     """The recorder of this process's session when it records memory (tracer's launcher asks)."""
     s = _session
-    return s.memory if s is not None and s.info["pid"] == os.getpid() else None
+    return s.memory if s is not None and s.info.pid == os.getpid() else None
 
 
 # --- exit paths ---------------------------------------------------------------------------------
@@ -600,7 +616,6 @@ def start_from_env(begun: float | None = None) -> Session | None:
     except Exception as exc:  # the process still says it ran, and why it is not traced
         _session = None
         info = identity()
-        write_json(Path(folder) / f"{file_stem(info['host'], info['pid'], info['rank'])}.json",
-                   {**info, "argv": list(getattr(sys, "orig_argv", sys.argv)), "state": "capture_failed",
-                    "error": f"{type(exc).__name__}: {exc}"[:500]})
+        write_marker(Path(folder), Marker(**info._asdict(), file=info.stem, argv=tuple(getattr(sys, "orig_argv", sys.argv)),
+                                          state=State.CAPTURE_FAILED, error=f"{type(exc).__name__}: {exc}"[:500]))
         raise

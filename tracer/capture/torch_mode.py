@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from types import FrameType, ModuleType
 from typing import Any
 
-from tracer.capture.memory import MemoryRecorder
+from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.records import AccessRec, Mode, OpKind, OpRec
 from tracer.capture.timing import Timing
 

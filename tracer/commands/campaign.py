@@ -34,7 +34,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from tracer.campaign.chunks import remaining_trials
     from tracer.campaign.executors import Options, execute, open_store
-    from tracer.campaign.profile import load_campaign
+    from tracer.campaign.grid import load_campaign
     from tracer.campaign.report import format_report, progress, report_data
 
     spec = load_campaign(args.profile)
@@ -55,7 +55,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def cmd_status(args: argparse.Namespace) -> int:
     from tracer.campaign.report import format_status
-    from tracer.campaign.store import Store
+    from tracer.campaign.trials_db import Store
 
     print(format_status(Store.open(args.store, readonly=True)))
     return 0
@@ -63,7 +63,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from tracer.campaign.report import format_report, report_data
-    from tracer.campaign.store import Store
+    from tracer.campaign.trials_db import Store
 
     d = report_data(Store.open(args.store, readonly=True), args.baseline)
     print(json.dumps(d, indent=1, default=str) if args.json else format_report(d))

@@ -45,7 +45,7 @@ def _check(args: argparse.Namespace) -> None:
 def cmd_diff(args: argparse.Namespace) -> int:
     from tracer.app.diff import diff_artifacts
     from tracer.artifact import JobRun, TraceRun
-    from tracer.report.diff_text import format_diff
+    from tracer.views.report.diff_text import format_diff
 
     _check(args)
     a = open_source(args.a)
@@ -73,11 +73,11 @@ def _views(d, args: argparse.Namespace) -> None:
     import sys
 
     if args.html:
-        from tracer.report.diff_html import write_diff_html
+        from tracer.views.report.diff_html import write_diff_html
 
         print(f"wrote {write_diff_html(d, args.html)}", file=sys.stderr)
     if args.plot:
-        from tracer.plots.diff import draw_diff
-        from tracer.plots.timeline import save
+        from tracer.views.plots.diff import draw_diff
+        from tracer.views.plots.timeline import save
 
         print(f"wrote {save(draw_diff(d), args.plot)}", file=sys.stderr)

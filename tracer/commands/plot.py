@@ -43,10 +43,10 @@ def parse_size(text: str) -> tuple[float, float]:
 
 
 def cmd_timeline(args: argparse.Namespace) -> int:
-    from tracer.plots.timeline import draw_timeline, save
-    from tracer.trace.pairs import PairMode, PairSpec
-    from tracer.trace.selection import parse_range, parse_window
-    from tracer.trace.timeline import timeline_data
+    from tracer.views.plots.timeline import draw_timeline, save
+    from tracer.analysis.pairs import PairMode, PairSpec
+    from tracer.analysis.selection import parse_range, parse_window
+    from tracer.views.timeline_layout import timeline_data
 
     size, window, rx = parse_size(args.size), parse_window(args.window), parse_range(args.range)
     guard_output(args.output, [args.source])
@@ -62,8 +62,8 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
 def cmd_verdicts(args: argparse.Namespace) -> int:
     from tracer.artifact import SanitizeRun, expect
-    from tracer.plots.timeline import save
-    from tracer.plots.verdicts import draw_verdicts
+    from tracer.views.plots.timeline import save
+    from tracer.views.plots.verdicts import draw_verdicts
 
     guard_output(args.output, args.sources)
     runs = [r for s in args.sources for r in expect(s, open_source(s), SanitizeRun, "a sanitizer report").runs]
@@ -74,8 +74,8 @@ def cmd_verdicts(args: argparse.Namespace) -> int:
 
 def cmd_ablation(args: argparse.Namespace) -> int:
     from tracer.artifact import CampaignRun, expect
-    from tracer.plots.ablation import draw_ablation
-    from tracer.plots.timeline import save
+    from tracer.views.plots.ablation import draw_ablation
+    from tracer.views.plots.timeline import save
 
     guard_output(args.output, [args.source])
     run: CampaignRun = expect(args.source, open_source(args.source), CampaignRun, "a campaign store or ablation JSON")

@@ -83,7 +83,7 @@ def show_run(run: Any, args: argparse.Namespace) -> int:
 
 def cmd_compare(args: argparse.Namespace, loaded: list[Any] | None = None) -> int:  # loaded: a run of several targets
     from tracer.ncu.session import comparison
-    from tracer.ncu.store import load_run
+    from tracer.ncu.profile_json import load_run
 
     if loaded is None and not args.runs:
         raise UsageError("usage: tracer profile compare RUN [RUN...] [--baseline VARIANT]")
@@ -93,8 +93,8 @@ def cmd_compare(args: argparse.Namespace, loaded: list[Any] | None = None) -> in
                            sass=args.sass, config=args.config)
     print(("\n" if loaded else "") + text)
     if args.plot:
-        from tracer.plots.ncu import draw_comparison
-        from tracer.plots.timeline import save
+        from tracer.views.plots.ncu import draw_comparison
+        from tracer.views.plots.timeline import save
 
         print(f"wrote {save(draw_comparison(cmp), args.plot)}")
     return 0

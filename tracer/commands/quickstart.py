@@ -32,7 +32,7 @@ def cmd_quickstart(args: argparse.Namespace) -> int:
     from tracer.app.trace_run import CaptureRequest, choose_backend, record
     from tracer.cliargs import choose_pairs, workload_command
     from tracer.store.rundir import default_run_dir
-    from tracer.trace.job_text import format_result
+    from tracer.views.job_text import format_result
     from tracer.workloads.spec import load_workload
 
     print(f"tracer quickstart: tracing the seed workload {SEED} (cast-transpose -> dgrad GEMM)", file=sys.stderr)

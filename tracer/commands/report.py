@@ -23,9 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from tracer.report.build import build_report
+    from tracer.views.report.build import build_report
     from tracer.store.outpath import guard_output
-    from tracer.trace.selection import parse_range
+    from tracer.analysis.selection import parse_range
 
     rx = parse_range(args.range)
     guard_output(args.output, args.sources)

@@ -7,16 +7,16 @@ from dataclasses import fields
 from pathlib import Path
 
 from tracer.errors import ChecksFailed
-from tracer.sanitize.argv import parse_tools
 from tracer.store.outpath import file_output
+from tracer.sanitize.tools import RACECHECK_LEVELS, RACECHECK_REPORTS, parse_tools, tool_names
 
 DEFAULT_ACTION = "run"  # `tracer sanitize WORKLOAD` is `tracer sanitize run WORKLOAD`
 SHARED: dict[str, tuple[str, dict]] = {  # options of several actions: flags -> (r)un, (i)mport, (s)elftest, add_argument keywords
-    "--tool": ("ri", {"default": "all", "help": "memcheck, racecheck, initcheck, synccheck, all (default; import: the file's)"}),
+    "--tool": ("ri", {"default": "all", "help": f"{', '.join(tool_names())}, all (default; import: the file's)"}),
     "--print-limit": ("rs", {"type": int, "default": 1000, "help": "records compute-sanitizer prints per run (default 1000)"}),
     "--leak-check": ("rs", {"action": "store_true", "help": "memcheck --leak-check full"}),
-    "--racecheck-report": ("rs", {"default": "analysis", "help": "analysis (default), hazard, all"}),
-    "--racecheck-detect-level": ("rs", {"default": "warn", "help": "info, warn (default), error"}),
+    "--racecheck-report": ("rs", {"default": "analysis", "help": ", ".join(v + " (default)" * (v == "analysis") for v in RACECHECK_REPORTS)}),
+    "--racecheck-detect-level": ("rs", {"default": "warn", "help": ", ".join(v + " (default)" * (v == "warn") for v in RACECHECK_LEVELS)}),
     "--jobs": ("rs", {"type": int, "default": 4, "help": "sanitizer runs at once (they share the GPU)"}),
     "--timeout": ("rs", {"type": float, "default": 1800, "help": "seconds per tool run before the process group is killed"}),
     "-o --output": ("rs", {"type": Path, "help": "output directory (default runs/sanitize-NAME-TIMESTAMP)"}),

@@ -40,7 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def finish(analysis, args: argparse.Namespace, ended: Exception | None = None, checks=None) -> int:
     """Print the verdicts (a job's: every process's); then how the run ended (a timeout: exit 8, a
     failed target: exit 7), then the checks asked for (exit 1; `checks` defaults to the analysis's)."""
-    from tracer.trace.job_text import format_result
+    from tracer.views.job_text import format_result
 
     print(json.dumps(analysis.to_json(), indent=1) if args.json else format_result(analysis))
     if ended is not None:
@@ -73,7 +73,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     run, hazards = open_trace_or_job(args.source), hazards_wanted(args)
     result = run.analyze(choose_pairs(args, run.pair_spec), hazards)
     if args.explain:
-        from tracer.trace.explain import with_time
+        from tracer.analysis.explain import with_time
 
         result = with_time(result)
     return finish(result, args)
@@ -90,7 +90,7 @@ def cmd_import(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from tracer.plots.perfetto import write_perfetto
+    from tracer.views.plots.perfetto import write_perfetto
     from tracer.store.outpath import guard_output
 
     guard_output(args.output, [args.source])

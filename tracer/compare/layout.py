@@ -8,8 +8,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from tracer.compare.timing import range_key, span_per_group
-from tracer.trace.analyze import Analysis
-from tracer.trace.job_summary import kernel_steps
+from tracer.analysis.analyze import Analysis
+from tracer.analysis.job_summary import kernel_steps
 
 MAX_BARS = 20_000
 WHOLE_RUN = "whole run"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 
 from tracer.compare.timing import KeyKind, Samples, group_samples, span_per_group
-from tracer.trace.analyze import Analysis
-from tracer.trace.job_summary import kernel_steps, range_keys
+from tracer.analysis.analyze import Analysis
+from tracer.analysis.job_summary import kernel_steps, range_keys
 
 STEPS = "steps"
 

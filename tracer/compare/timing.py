@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from tracer.campaign.stats import holm
-from tracer.trace.job_summary import range_key  # noqa: F401  (re-exported: the diff's key for range names)
+from tracer.analysis.job_summary import range_key  # noqa: F401  (re-exported: the diff's key for range names)
 
 ALPHA = 0.05
 MIN_SAMPLES = 3  # fewer on either side: the change is reported, never judged

@@ -17,9 +17,9 @@ from enum import Enum
 from tracer.campaign.stats import CellStats
 from tracer.compare.timing import range_key
 from tracer.sanitize.model import Finding, SanVerdict, ToolRun
-from tracer.trace.analyze import PairVerdict
-from tracer.trace.hazards import Hazard, Hazards
-from tracer.trace.ordering import Verdict
+from tracer.analysis.analyze import PairVerdict
+from tracer.analysis.hazards import Hazard, Hazards
+from tracer.analysis.ordering import Verdict
 
 ALPHA = 0.05
 

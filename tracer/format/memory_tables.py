@@ -1,6 +1,6 @@
 """The TRACER_* memory tables of docs/design/capture-memory-jobs.md as one definition, shared by
 the writers (the capture, tracer/capture/nsys_schema.py; synthetic traces) and the reader
-(tracer/trace/memory.py), which needs only the columns. No imports: every traced process that
+(tracer/readers/memory_reader.py), which needs only the columns. No imports: every traced process that
 records memory loads it at exit."""
 
 FLAG = "TRACER_MEMORY"  # META_DATA_EXPORT name, "1" when the tables were recorded

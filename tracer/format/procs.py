@@ -1,6 +1,6 @@
 """The per-process layout of a run directory (docs/design/capture-memory-jobs.md, "Jobs"), one
 contract for the capture that writes it (tracer/capture/session.py, launcher.py, nsys_schema.py)
-and the job reader (tracer/trace/job.py): where markers and traces go and how they are named, the
+and the job reader (tracer/readers/job.py): where markers and traces go and how they are named, the
 metadata that marks a partial trace, and the outcome vocabulary. Standard library only: every
 traced process imports it."""
 from __future__ import annotations

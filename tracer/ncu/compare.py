@@ -12,7 +12,7 @@ from enum import Enum
 
 from tracer.errors import TraceFormatError, UsageError, unknown
 from tracer.ncu.records import FIELDS, MEMBAR, Launch
-from tracer.ncu.store import ProfileRun
+from tracer.ncu.profile_json import ProfileRun
 
 DEFAULT_BASELINE = "none"  # the fence-free variant
 LAUNCH_METRICS = tuple(FIELDS)  # duration_ns, dram_pct, l2_pct, occupancy_pct, ipc, cycles_per_issue
@@ -154,7 +154,7 @@ def run_clock_control(runs: Sequence[ProfileRun]) -> tuple[str | None, tuple[str
 
 def compare_runs(runs: Sequence[ProfileRun], baseline: str | None = DEFAULT_BASELINE, by: GroupBy = GroupBy.AUTO,
                  kernel: str | None = None, nvtx: str | None = None) -> Comparison:
-    """Run directories (tracer.ncu.store.load_run) -> their comparison, clock control checked."""
+    """Run directories (tracer.ncu.profile_json.load_run) -> their comparison, clock control checked."""
     clock, notes = run_clock_control(runs)
     c = compare(groups(runs, by, kernel, nvtx), baseline, clock)
     return replace(c, notes=c.notes + notes)

@@ -14,7 +14,7 @@ from tracer.errors import TracerError, UsageError
 from tracer.ncu.argv import (CacheControl, ClockControl, NcuOptions, kernel_regex, non_negative, nvtx_range_include,
                              parse_enum, parse_sections)
 from tracer.ncu.runner import Target, TargetRun
-from tracer.ncu.store import ProfiledTarget, ProfileRun
+from tracer.ncu.profile_json import ProfiledTarget, ProfileRun
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from tracer.ncu.compare import Comparison, Delta, Summary
 from tracer.ncu.records import MEMBAR, Launch
-from tracer.ncu.store import ProfileRun
+from tracer.ncu.profile_json import ProfileRun
 from tracer.textsafe import lines_text
 
 SHOWN = 40

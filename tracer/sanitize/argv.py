@@ -4,19 +4,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tracer.errors import unknown
-from tracer.sanitize.model import Tool
+from tracer.sanitize.tools import Tool, parse_tools
 
 ERROR_EXITCODE = 86  # what compute-sanitizer exits with when it found errors
-
-
-def parse_tools(name: str) -> tuple[Tool, ...]:
-    if name == "all":
-        return tuple(Tool)
-    try:
-        return (Tool(name),)
-    except ValueError:
-        raise unknown("tool", name, [t.value for t in Tool] + ["all"]) from None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -41,10 +31,7 @@ def build_argv(binary: str, opts: SanitizeOptions, target: list[str]) -> list[st
     argv = [binary, "--tool", opts.tool.value, "--xml", "--save", str(opts.xml_path),
             "--error-exitcode", str(opts.error_exitcode), "--print-limit", str(opts.print_limit),
             "--target-processes", opts.target_processes]
-    if opts.leak_check and opts.tool is Tool.MEMCHECK:
-        argv += ["--leak-check", "full"]
-    if opts.tool is Tool.RACECHECK:
-        argv += ["--racecheck-report", opts.racecheck_report, "--racecheck-detect-level", opts.racecheck_detect_level]
+    argv += opts.tool.spec.flags(opts)
     for f in opts.include_kernels:
         argv += ["--kernel-name", f]
     for f in opts.exclude_kernels:

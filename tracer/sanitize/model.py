@@ -5,12 +5,7 @@ from dataclasses import dataclass, field, fields
 from enum import Enum
 from typing import Any
 
-
-class Tool(str, Enum):
-    MEMCHECK = "memcheck"
-    RACECHECK = "racecheck"
-    INITCHECK = "initcheck"
-    SYNCCHECK = "synccheck"
+from tracer.sanitize.tools import Tool as Tool  # re-exported: runs and findings are per tool
 
 
 class SanVerdict(str, Enum):

@@ -12,6 +12,7 @@ from typing import TextIO
 from tracer.store.inputs import check_file
 from tracer.sanitize.model import Parsed
 from tracer.sanitize.parse_xml import Grouper, file_name
+from tracer.sanitize.tools import tool_of_text
 
 PREFIX = re.compile(r"^========= ?")
 AT = re.compile(r"\bat (?P<func>[^\s+][^+]*?)\+0x[0-9a-f]+ in (?P<file>\S+):(?P<line>\d+)")  # `k(float *)+0x10`
@@ -174,10 +175,5 @@ def detect_tool(path: Path) -> str | None:
     check_file(path, "a compute-sanitizer text log")
     with open(path, errors="replace") as fh:
         head = fh.read(1 << 20)
-    if "RACECHECK SUMMARY" in head or "hazard detected" in head or "Race reported" in head:
-        return "racecheck"
-    if "Uninitialized __global__" in head:
-        return "initcheck"
-    if "Barrier error" in head:
-        return "synccheck"
-    return None
+    tool = tool_of_text(head)
+    return tool.value if tool is not None else None

@@ -42,9 +42,8 @@ from defusedxml.ElementTree import iterparse
 from tracer.errors import TraceFormatError
 from tracer.sanitize import xml_bytes as xb
 from tracer.sanitize.model import Finding, Parsed
+from tracer.sanitize.tools import FALLBACK, TOOL_OF_KIND
 
-TOOL_OF_KIND = {"Hazard": "racecheck", "Analysis": "racecheck", "Initcheck": "initcheck", "Synccheck": "synccheck",
-                "Precise": "memcheck", "Imprecise": "memcheck", "Leak": "memcheck"}
 ROOT = xb.ROOT
 COUNT = re.compile(r"[0-9]+")
 NO_ELEMENTS = pyexpat.errors.codes[pyexpat.errors.XML_ERROR_NO_ELEMENTS]
@@ -322,7 +321,7 @@ class _Records:
             self.tool_errors.extend([m.tool_error] * times)
             return
         if self.grouper is None:
-            self.grouper = Grouper(TOOL_OF_KIND.get(m.kind, "memcheck"))
+            self.grouper = Grouper(TOOL_OF_KIND.get(m.kind, FALLBACK).value)
         for row in m.rows:
             self.grouper.add(*row, times=times)
 

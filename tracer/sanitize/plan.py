@@ -15,10 +15,9 @@ from tracer.sanitize.argv import SanitizeOptions
 from tracer.sanitize.model import Tool, ToolRun
 from tracer.sanitize.runner import filter_matches, find_sanitizer, kernel_filter, run_tool
 from tracer.sanitize.suppress import Rule
+from tracer.sanitize.tools import RACECHECK_LEVELS, RACECHECK_REPORTS
 
 FILTER_MODES = ("on", "off", "both")
-RACECHECK_REPORTS = ("analysis", "hazard", "all")
-RACECHECK_LEVELS = ("info", "warn", "error")
 
 
 @dataclass(frozen=True)

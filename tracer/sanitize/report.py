@@ -79,7 +79,8 @@ def to_sarif(runs: Sequence[ToolRun], root: Path | None = None) -> str:
     for r in runs:
         for f in r.findings:
             rule_id = f"{r.tool.value}/{f.kind}"
-            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"compute-sanitizer {r.tool.value}: {f.kind}"}})
+            rules.setdefault(rule_id, {"id": rule_id, "shortDescription": {"text": f"compute-sanitizer {r.tool.value}: {f.kind}"},
+                                       "fullDescription": {"text": f"{r.tool.value} checks {r.tool.spec.title}"}})
             results.append({
                 "ruleId": rule_id, "level": "warning" if f.level == "warning" else "error",
                 "message": {"text": f"{f.message} ({f.count} records in {f.kernel or '?'}, workload {r.workload})"},

@@ -13,6 +13,7 @@ from tracer.sanitize.model import Finding, Parsed, SanVerdict, ToolRun
 from tracer.sanitize.parse_text import parse_text
 from tracer.sanitize.parse_xml import parse_xml
 from tracer.sanitize.suppress import Rule, apply
+from tracer.sanitize.tools import FALLBACK, tool_in_name
 from tracer.store.inputs import check_file
 
 IDENT = re.compile(r"[A-Za-z_]\w*")
@@ -115,9 +116,8 @@ def _notes(tool: Tool, filter_label: str, kept: tuple[Finding, ...], tool_errors
     notes = []
     if tool_errors:
         notes.append("; ".join(dict.fromkeys(tool_errors)))
-    if tool is Tool.INITCHECK and filter_label == "on" and kept:
-        notes.append("initcheck ran with a kernel filter: writes by unchecked kernels are invisible to it, so "
-                     "uninitialized-read findings on memory they wrote are false positives; compare --filter off")
+    if tool.spec.filter_note and filter_label == "on" and kept:
+        notes.append(tool.spec.filter_note)
     if target_failed and rc == ERROR_EXITCODE:
         notes.append("the target failed; its own exit code is masked by --error-exitcode")
     return notes
@@ -151,7 +151,8 @@ def import_outputs(path: Path, tool: str | None, rules: tuple[Rule, ...], log: P
     from tracer.sanitize.parse_text import detect_tool
 
     xml_path, log_path = import_paths(path, log)
-    name = tool or _tool_from_name(path) or (detect_tool(log_path) if log_path is not None else None) or "memcheck"
+    named = tool_in_name(path.name)
+    name = tool or (named.value if named else None) or (detect_tool(log_path) if log_path is not None else None) or FALLBACK.value
     text = parse_text(log_path, name) if log_path is not None else Parsed(findings=(), records=0, incomplete=False)
     if log_path is not None and not text.recognised:
         raise TraceFormatError(f"{log_path}: not compute-sanitizer output (no line of the tool's own; "
@@ -208,6 +209,3 @@ def _given(path: Path) -> bool:
     check_file(path, "compute-sanitizer output (XML or text)")
     return True
 
-
-def _tool_from_name(path: Path) -> str | None:
-    return next((t.value for t in Tool if t.value in path.name), None)

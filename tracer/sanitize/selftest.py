@@ -11,8 +11,7 @@ if TYPE_CHECKING:
     from tracer.sanitize.plan import Job
 
 CLEAN_WORKLOAD = "cast_transpose_dgrad"
-PLANTED = {"planted_race": Tool.RACECHECK, "planted_oob": Tool.MEMCHECK,
-           "planted_uninit": Tool.INITCHECK, "planted_barrier": Tool.SYNCCHECK}
+PLANTED = {t.spec.planted: t for t in Tool}
 WORKLOADS = (CLEAN_WORKLOAD, *PLANTED)
 SHAPE = "256x256x256"
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from tracer import resources
 from tracer.errors import ProfileError
-from tracer.profiles import Field, check_schema_version, load_yaml, validate
+from tracer.workloads.profiles import Field, check_schema_version, load_yaml, validate
 from tracer.sanitize.argv import Tool
 from tracer.sanitize.model import Finding
 

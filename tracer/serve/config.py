@@ -85,8 +85,8 @@ class JobRequest:
 
 
 def default_jobs() -> JobsConfig:
-    from tracer.campaign.profile import CAMPAIGN_DIR
-    from tracer.profiles import builtin_names
+    from tracer.campaign.grid import CAMPAIGN_DIR
+    from tracer.workloads.profiles import builtin_names
 
     return JobsConfig(actions=tuple(a for a in Action if a not in (Action.COMMAND, Action.IMPORT)),
                       workloads=tuple(builtin_names()), campaigns=tuple(builtin_names(CAMPAIGN_DIR)))
@@ -94,7 +94,7 @@ def default_jobs() -> JobsConfig:
 
 def load_jobs(path: Path) -> JobsConfig:
     """The allow-list file (YAML, the same safe loader as profiles): unknown keys refused."""
-    from tracer.profiles import load_yaml
+    from tracer.workloads.profiles import load_yaml
 
     data = load_yaml(path)
     if not isinstance(data, dict):

@@ -9,7 +9,7 @@ from typing import Any
 
 from tracer.errors import ProfileError, UsageError, unknown
 from tracer.kernel.spec import Config, InDtype, Variant
-from tracer.profiles import PROFILE_DIR, Field, builtin_names, check_option, load_profile
+from tracer.workloads.profiles import PROFILE_DIR, Field, builtin_names, check_option, load_profile
 from tracer.fp8.scaling import AmaxAlgo, Fp8Recipe, RecipeConfig
 
 

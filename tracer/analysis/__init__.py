@@ -1,0 +1,1 @@
+"""Analysis over the model: ordering, hazards, attribution, pairs, jobs, explain; verdicts as data."""

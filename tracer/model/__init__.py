@@ -1,0 +1,1 @@
+"""The trace model every reader produces: columnar numpy arrays in frozen dataclasses."""
