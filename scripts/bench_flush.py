@@ -60,8 +60,8 @@ def one(mode: str, prog: Path, steps: int, work: Path) -> dict[str, Any]:
         (work / "logs").mkdir()
         cap = capture_run([sys.executable, str(prog), str(steps)], work, work / "logs", 600, options=options)
         out = (work / "logs" / "stdout.log").read_text()
-        busy = [m for m in cap.processes if m.get("kernels")]
-        timing = busy[0].get("timing", {}).get("phases_s", {}) if busy else {}
+        busy = [m for m in cap.processes if m.kernels]
+        timing = (busy[0].timing or {}).get("phases_s", {}) if busy else {}
         res = cap.proc
     if res.returncode != 0:
         raise SystemExit(f"{mode}: exit {res.returncode}: {out[-300:]}")

@@ -93,9 +93,9 @@ def one(mode: str, command: list[str], work: Path, timeout: float, fake: bool = 
                             "workload_s": workload_seconds(out), "steps": step_times(out)}
     if captured.trace is not None:
         info |= trace_counts(captured.trace, options.memory)
-    root = [m for m in captured.processes if m.get("ppid") == os.getpid()]  # the command's own process
+    root = [m for m in captured.processes if m.ppid == os.getpid()]  # the command's own process
     if root:
-        marker = json.loads((work / "procs" / f"{root[0]['file']}.json").read_text())
+        marker = json.loads((work / "procs" / f"{root[0].file}.json").read_text())
         info["timing"] = marker.get("timing", {})
     return info
 
