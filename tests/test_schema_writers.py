@@ -63,14 +63,10 @@ WRITERS: dict[tuple[str, str], tuple[str, ...]] = {
     # not documents
     ("launcher", "settle"): (MARKER,),
     ("session", "write_json"): (MARKER,),  # capture/session.py
-    ("session", "Session.start"): (MARKER,),
-    ("session", "Session.update_marker"): (MARKER,),
-    ("session", "Session.after_fork"): (MARKER,),
-    ("session", "Session._write"): (MARKER,),
-    ("session", "start_from_env"): (MARKER,),
-    ("store", "Store.init"): (STORE, STORE),  # the campaign's profile and environment
-    ("store", "Store.mark_inflight"): (STORE,),
-    ("store", "Store.record_crash"): (STORE,),
+    ("session", "write_marker"): (MARKER,),  # every marker write of capture/session.py goes through it
+    ("trials_db", "Store.init"): (STORE, STORE),  # the campaign's profile and environment
+    ("trials_db", "Store.mark_inflight"): (STORE,),
+    ("trials_db", "Store.record_crash"): (STORE,),
     ("index", "RunIndex._store"): (STORE, STORE),
     ("jobs", "JobQueue.submit"): (STORE, STORE),
     ("nsys_schema", "TraceWriter._append"): (STORE,),  # a trace's META_DATA_EXPORT row

@@ -57,7 +57,8 @@ def test_every_kind_has_a_schema_file() -> None:
         assert schema["properties"]["kind"] == {"const": kind}
         assert {"schema", "kind"} <= set(schema["required"]) and schema["additionalProperties"] is False
     shipped = {p.name for p in schema_file("verdict").parent.glob("*.schema.json")}
-    assert shipped == {f"{f}.schema.json" for f in FILES.values()}  # no file left without a kind
+    # no file left without a kind, but the process marker's (a record of tracer/format/marker.py, no `kind`)
+    assert shipped == {f"{f}.schema.json" for f in FILES.values()} | {"marker.schema.json"}
 
 
 @pytest.mark.parametrize("argv", [

@@ -20,7 +20,7 @@ BATCH = 500
 BIG_TRACE_BYTES = 8 << 20  # traces at least this big get their timeline lanes built after a scan
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ScanResult:
     runs: int
     read: int  # summarised again (new or changed)
@@ -62,7 +62,7 @@ class RunIndex:
         gone = [i for p, (i, _) in known.items() if p not in seen]
         with self.db.tx() as con:
             con.executemany("DELETE FROM runs WHERE id=?", [(i,) for i in gone])
-        return ScanResult(len(seen), read, len(gone), time.monotonic() - t0, tuple(big))
+        return ScanResult(runs=len(seen), read=read, removed=len(gone), seconds=time.monotonic() - t0, big=tuple(big))
 
     def _store(self, pending: list[tuple[str, str, dict[str, os.stat_result]]]) -> int:
         rows = []
