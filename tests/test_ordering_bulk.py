@@ -17,6 +17,7 @@ from tracer.analysis.analyze import all_pairs
 from tracer.analysis.attribution import attribute, join_launches
 from tracer.readers.load import load_trace
 from tracer.model.trace import SyncKind, Trace
+from tracer.analysis import ordering
 from tracer.analysis.ordering import VERDICTS, OrderingIndex, Verdict
 
 
@@ -95,10 +96,20 @@ def _reference_counts(index: OrderingIndex, clocks: dict[int, list[tuple[int, di
     return counts
 
 
+@pytest.fixture(params=["dense", "sparse"])
+def clocks_kind(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Both ways event clocks are computed: dense rows in the one pass (few recording streams) and
+    sparse clocks where they are read (many)."""
+    if request.param == "sparse":
+        monkeypatch.setattr(ordering, "DENSE_CLOCK_ENTRIES", -1)
+    return str(request.param)
+
+
 @pytest.mark.parametrize("seed", range(8))
-def test_bulk_ordering_matches_a_brute_force_reference(tmp_path: Path, seed: int) -> None:
+def test_bulk_ordering_matches_a_brute_force_reference(tmp_path: Path, seed: int, clocks_kind: str) -> None:
     t = load_trace(_random_trace(tmp_path / "t.sqlite", seed, streams=14 + 3 * seed, device_syncs=seed % 2 == 0))
     index = OrderingIndex(t, *join_launches(t))
+    assert (index._dense is None) is (clocks_kind == "sparse")
     clocks = _reference_clocks(t, index)
     n = len(t.kernels.corr)
     p, c = (a.reshape(-1) for a in np.meshgrid(np.arange(n), np.arange(n), indexing="ij"))
@@ -112,7 +123,7 @@ def test_bulk_ordering_matches_a_brute_force_reference(tmp_path: Path, seed: int
     assert reference["event-ordered"] and reference["host-synchronized"] and reference["unordered"]
 
 
-def test_an_event_edge_names_the_earliest_wait_that_orders_the_pair(tmp_path: Path) -> None:
+def test_an_event_edge_names_the_earliest_wait_that_orders_the_pair(tmp_path: Path, clocks_kind: str) -> None:
     t = load_trace(_random_trace(tmp_path / "t.sqlite", 3, streams=20))
     index = OrderingIndex(t, *join_launches(t))
     clocks = _reference_clocks(t, index)

@@ -154,6 +154,34 @@ def merged(clocks: list[Clock]) -> Clock:
 
 
 NO_CLOCK = Clock(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+# waits x recording streams up to which every wait's clock is computed in the one pass, as a dense
+# row (few recording streams, many waits: the sparse clocks' Python per clock costs 10x more there)
+DENSE_CLOCK_ENTRIES = 1 << 22
+
+
+class _DenseClocks:
+    """Every matched wait's clock as a row over the recording streams (-1: no entry), built in the
+    correlation-order pass: a record's clock is its stream's current one with its own entry, a wait
+    takes the entry-wise maximum with the record it matched."""
+
+    def __init__(self, columns: int) -> None:
+        self.none = np.full(columns, -1, dtype=np.int64)
+        self.current: dict[int, np.ndarray] = {}  # stream -> its clock after its waits so far
+        self.of_key: dict[int, np.ndarray] = {}  # event key -> the clock of its last record so far
+        self.after: dict[int, list[np.ndarray]] = {}  # stream -> the clock after each of its matched waits
+
+    def record(self, key: int, stream: int, col: int, corr: int) -> None:
+        own = self.current.get(stream, self.none).copy()
+        own[col] = max(int(own[col]), corr)
+        self.of_key[key] = own
+
+    def wait(self, stream: int, key: int) -> None:
+        clock = np.maximum(self.current.get(stream, self.none), self.of_key[key])
+        self.current[stream] = clock
+        self.after.setdefault(stream, []).append(clock)
+
+    def rows(self) -> dict[int, np.ndarray]:
+        return {y: np.array(v, dtype=np.int64).reshape(len(v), len(self.none)) for y, v in self.after.items()}
 
 
 @dataclass(frozen=True)
@@ -237,13 +265,19 @@ class OrderingIndex:
         self._rec_waits: list[int] = [0] * len(records)  # matched waits on the record's stream before it
         self._wait_rec: dict[int, list[int]] = {}  # stream -> the record each of its matched waits took
         matched: dict[int, list[int]] = {}
+        dense = _DenseClocks(len(recording)) if len(recording) * len(wait_syncs) <= DENSE_CLOCK_ENTRIES else None
         for _corr, what, i in sorted([(r.corr, 0, i) for i, r in enumerate(records)] + [(w.corr, 1, i) for i, w in enumerate(wait_syncs)]):
             if what == 0:
                 latest[records[i].key] = i
                 self._rec_waits[i] = len(matched.get(self._r_col[i], ()))
+                if dense is not None:
+                    dense.record(records[i].key, self._r_col[i], int(self.clock_col[self._r_col[i]]), records[i].corr)
             elif (r := latest.get(wait_syncs[i].key)) is not None:
                 matched.setdefault(w_col[i], []).append(i)
                 self._wait_rec.setdefault(w_col[i], []).append(r)
+                if dense is not None:
+                    dense.wait(w_col[i], wait_syncs[i].key)
+        self._dense = dense.rows() if dense is not None else None
         self.unmatched_waits = len(wait_syncs) - sum(map(len, matched.values()))
         self.wait_corr = {y: np.array([wait_syncs[i].corr for i in v], dtype=np.int64) for y, v in matched.items()}
         self.wait_sync = {y: [wait_syncs[i] for i in v] for y, v in matched.items()}
@@ -282,6 +316,10 @@ class OrderingIndex:
             return None
         row = np.full(len(self.wait_corr[y]), -1, dtype=np.int64)
         row[used] = np.arange(len(used))
+        if self._dense is not None:
+            rows = self._dense[y][used]
+            cols = np.flatnonzero((rows >= 0).any(axis=0))
+            return WaitBlock(row=row, cols=cols, values=np.ascontiguousarray(rows[:, cols]))
         clocks = [self._clock_at(y, j) for j in used.tolist()]
         if len(clocks) == 1:  # the usual case with many streams: the clock's own arrays, no copy
             return WaitBlock(row=row, cols=clocks[0].cols, values=clocks[0].values[None, :])
@@ -296,6 +334,10 @@ class OrderingIndex:
         order) the clocks it is built from: the previous anchor wait on y and the records taken by
         the waits since, each record's clock being its stream's after the waits before it, with the
         record's own entry."""
+        if self._dense is not None:
+            full = self._dense[y][j]
+            cols = np.flatnonzero(full >= 0)
+            return Clock(cols, full[cols])
         stack = [(1 + y, j)]
         while stack:
             node = stack[-1]

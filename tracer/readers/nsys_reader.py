@@ -81,20 +81,33 @@ def check_contexts(db: SqliteTables) -> None:
     """Stream ids are unique within a CUDA context (CUPTI's word), and streams are keyed by process
     and device: two contexts of one process on one device that both use a stream id would be read
     as one stream, their work as ordered by stream order. No capture of ours holds such a pair; one
-    that does is refused rather than judged."""
-    parts = [f"SELECT IFNULL(globalPid >> 24, -1) AS p, deviceId AS d, streamId AS s, contextId AS c FROM {t}"
-             for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
-             if t in db.tables and {"globalPid", "deviceId", "streamId", "contextId"} <= db.columns(t)]
-    if not parts:
+    that does is refused rather than judged. One context per process and device (every capture we
+    have) is told from a DISTINCT of three columns; only otherwise are the streams looked at."""
+    tables = [t for t in (KERNEL_TABLE, MEMCPY_TABLE, MEMSET_TABLE)
+              if t in db.tables and {"globalPid", "deviceId", "streamId", "contextId"} <= db.columns(t)]
+    if not tables:
         return
     with db.reading("contextId"):
-        row = db.con.execute(f"SELECT p, d, s, MIN(c), MAX(c) FROM ({' UNION ALL '.join(parts)}) "
-                             "GROUP BY p, d, s HAVING MIN(c) IS NOT MAX(c) LIMIT 1").fetchone()
-    if row is not None:
-        pid = row[0] & 0xFFFFFF if isinstance(row[0], int) and row[0] >= 0 else row[0]
-        raise TraceFormatError(f"{db.path}: stream {row[2]} of process {pid} on device {row[1]} runs work of contexts "
-                               f"{row[3]} and {row[4]}; stream ids are per context, so which stream each operation ran on "
-                               "cannot be told (a merged or edited export; capture each context's work apart)")
+        contexts = {(_process_part(p), d, c) for t in tables
+                    for p, d, c in db.con.execute(f"SELECT DISTINCT globalPid, deviceId, contextId FROM {t}")}
+        if len({(p, d) for p, d, _ in contexts}) == len(contexts):
+            return
+        rows = {(_process_part(p), d, st, c) for t in tables
+                for p, d, st, c in db.con.execute(f"SELECT DISTINCT globalPid, deviceId, streamId, contextId FROM {t}")}
+    first: dict[tuple[object, object, object], object] = {}
+    for pid, dev, stream, ctx in sorted(rows, key=repr):
+        seen = first.setdefault((pid, dev, stream), ctx)
+        if seen != ctx:
+            raise TraceFormatError(f"{db.path}: stream {stream} of process {pid} on device {dev} runs work of contexts "
+                                   f"{seen} and {ctx}; stream ids are per context, so which stream each operation ran on "
+                                   "cannot be told (a merged or edited export; capture each context's work apart)")
+
+
+def _process_part(global_pid: object) -> object:
+    """globalPid's process id (-1 when NULL; a value that is not an integer is kept, to be named)."""
+    if global_pid is None:
+        return -1
+    return (global_pid >> 24) & 0xFFFFFF if isinstance(global_pid, int) and global_pid >= 0 else global_pid
 
 
 def _process_of(global_id: np.ndarray) -> np.ndarray:
