@@ -283,7 +283,7 @@ class OrderingIndex:
         self.wait_sync = {y: [wait_syncs[i] for i in v] for y, v in matched.items()}
         self.event_edges = sum(map(len, matched.values()))
         self._last_wait = self._kernels_last_wait()
-        self._anchors = self._anchor_waits()
+        self._anchors = self._anchor_waits() if self._dense is None else {}  # read by the sparse clocks only
         self._memo: dict[tuple[int, int], Clock] = {}  # (0, record) or (1 + stream, wait) -> its clock
         blocks = {y: self._wait_block(y) for y in matched}
         self._block = {y: b for y, b in blocks.items() if b is not None}

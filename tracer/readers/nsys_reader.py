@@ -98,16 +98,18 @@ def check_contexts(db: SqliteTables) -> None:
     for pid, dev, stream, ctx in sorted(rows, key=repr):
         seen = first.setdefault((pid, dev, stream), ctx)
         if seen != ctx:
-            raise TraceFormatError(f"{db.path}: stream {stream} of process {pid} on device {dev} runs work of contexts "
+            shown = pid & 0xFFFFFF if isinstance(pid, int) and pid >= 0 else pid
+            raise TraceFormatError(f"{db.path}: stream {stream} of process {shown} on device {dev} runs work of contexts "
                                    f"{seen} and {ctx}; stream ids are per context, so which stream each operation ran on "
                                    "cannot be told (a merged or edited export; capture each context's work apart)")
 
 
 def _process_part(global_pid: object) -> object:
-    """globalPid's process id (-1 when NULL; a value that is not an integer is kept, to be named)."""
+    """One globalPid's process part, as _process_of gives it for a column (-1: NULL or negative; a
+    value that is not an integer is kept, to be named)."""
     if global_pid is None:
         return -1
-    return (global_pid >> 24) & 0xFFFFFF if isinstance(global_pid, int) and global_pid >= 0 else global_pid
+    return (global_pid >> 24 if global_pid >= 0 else -1) if isinstance(global_pid, int) else global_pid
 
 
 def _process_of(global_id: np.ndarray) -> np.ndarray:
