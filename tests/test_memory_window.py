@@ -4,6 +4,7 @@ captures (tests/data/hazards/window_steps, collective_*; scripts/device_memory.s
 collected by scripts/capture_hazard_fixtures.py --only) are judged here with no GPU."""
 from __future__ import annotations
 
+import ctypes
 import shutil
 import sqlite3
 import threading
@@ -17,7 +18,8 @@ from tests.conftest import DATA
 from tracer.capture.fastrecords import FastRecords, dtype_name
 from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.records import Mode
-from tracer.capture.window import MemoryWindow, WindowSpec, hook_nvtx_package, hook_torch_nvtx, parse_steps, spec_of, step_number
+from tracer.capture.window import (MemoryWindow, WindowSpec, hook_nvtx_domain, hook_nvtx_package, hook_torch_nvtx, parse_steps,
+                                   spec_of, step_number)
 from tracer.cli import main
 from tracer.analysis.analyze import analyze
 from tracer.readers.load import load_trace
@@ -352,3 +354,134 @@ def test_launch_and_copy_callbacks_are_switched_with_the_window() -> None:
     calls.unsubscribe()
     assert rec.window.listeners == []
     del keep, keep2
+
+
+class _Attributes(ctypes.Structure):  # nvtxEventAttributes_t (version 2)
+    _fields_ = [("version", ctypes.c_uint16), ("size", ctypes.c_uint16), ("category", ctypes.c_uint32),
+                ("colorType", ctypes.c_int32), ("color", ctypes.c_uint32), ("payloadType", ctypes.c_int32),
+                ("reserved0", ctypes.c_int32), ("payload", ctypes.c_uint64), ("messageType", ctypes.c_int32),
+                ("message", ctypes.c_void_p)]
+
+
+class _NvtxData(ctypes.Structure):  # CUpti_NvtxData
+    _fields_ = [("functionName", ctypes.c_char_p), ("functionParams", ctypes.c_void_p),
+                ("functionReturnValue", ctypes.c_void_p)]
+
+
+class _Call:
+    """One NVTX callback's data as CUPTI lays it out: params words, a returned 64-bit value."""
+
+    def __init__(self, *params: int, returned: int | None = None) -> None:
+        self.params = (ctypes.c_uint64 * max(len(params), 1))(*params)
+        self.ret = ctypes.c_uint64(returned or 0)
+        self.data = _NvtxData(b"nvtx", ctypes.addressof(self.params),
+                              ctypes.addressof(self.ret) if returned is not None else None)
+        self.ptr = ctypes.addressof(self.data)
+
+
+def test_nvtx_calls_through_cupti_open_the_window_from_any_api() -> None:
+    """C's nvtxRangePushA/Pop, nvtxRangeStartA/End (matched by the returned id) and the domain forms
+    with an ASCII message and a registered string; a range whose name cannot be read opens nothing."""
+    from tracer.capture.callbacks import NvtxCalls
+
+    rec = MemoryRecorder(ticking(), lambda i: None, lambda: None, devices=("cpu",), window=WindowSpec(glob="win*"))
+    calls = NvtxCalls(rec)
+    name = ctypes.create_string_buffer(b"win_c")
+    other = ctypes.create_string_buffer(b"other")
+    calls.call("nvtxRangePushA", _Call(ctypes.addressof(name)))
+    assert rec.window.open
+    calls.call("nvtxRangePushA", _Call(ctypes.addressof(other)))  # nested, not of the window
+    calls.call("nvtxRangePop", _Call())
+    assert rec.window.open
+    calls.call("nvtxRangePop", _Call())
+    assert not rec.window.open
+    calls.call("nvtxRangeStartA", _Call(ctypes.addressof(name), returned=77))
+    assert rec.window.open
+    calls.call("nvtxRangeEnd", _Call(76))  # another range's id
+    assert rec.window.open
+    calls.call("nvtxRangeEnd", _Call(77))
+    assert not rec.window.open
+    ascii_ = _Attributes(version=2, size=ctypes.sizeof(_Attributes), messageType=1, message=ctypes.addressof(name))
+    calls.call("nvtxDomainRangePushEx", _Call(1234, ctypes.addressof(ascii_)))
+    assert rec.window.open
+    calls.call("nvtxDomainRangePop", _Call(1234))
+    assert not rec.window.open
+    calls.call("nvtxDomainRegisterStringA", _Call(1234, ctypes.addressof(name), returned=0xABC0))
+    registered = _Attributes(version=2, size=ctypes.sizeof(_Attributes), messageType=3, message=0xABC0)
+    calls.call("nvtxDomainRangeStartEx", _Call(1234, ctypes.addressof(registered), returned=5))
+    assert rec.window.open
+    calls.call("nvtxDomainRangeEnd", _Call(1234, 5))
+    assert not rec.window.open
+    unknown = _Attributes(version=2, size=ctypes.sizeof(_Attributes), messageType=3, message=0xDEAD0)
+    calls.call("nvtxDomainRangePushEx", _Call(1234, ctypes.addressof(unknown)))  # registered before tracing
+    assert not rec.window.open and rec.counters["nvtx_unnamed"] == 1
+    calls.call("nvtxDomainRangePop", _Call(1234))
+    assert len(rec.window.finish()) == 4
+
+
+def test_nvtx_calls_a_python_hook_makes_are_counted_once() -> None:
+    from tracer.capture.callbacks import NvtxCalls
+
+    rec = MemoryRecorder(ticking(), lambda i: None, lambda: None, devices=("cpu",), window=WindowSpec(glob="win*"))
+    calls = NvtxCalls(rec)
+    name = ctypes.create_string_buffer(b"win")
+
+    class Real:
+        def rangePushA(self, msg: str) -> int:  # torch's name: the C call CUPTI sees inside it
+            calls.call("nvtxRangePushA", _Call(ctypes.addressof(name)))
+            return 0
+
+        def rangePop(self) -> int:  # torch's name
+            calls.call("nvtxRangePop", _Call())
+            return 0
+
+    class TorchNvtx:
+        _nvtx = Real()
+
+    hook_torch_nvtx(rec.window, TorchNvtx)
+    TorchNvtx._nvtx.rangePushA("win")
+    assert rec.window.open and rec.window.depth == 1 and rec.counters["nvtx_calls"] == 0
+    TorchNvtx._nvtx.rangePop()
+    assert not rec.window.open and rec.window.depth == 0
+
+
+def test_nvtx_domain_methods_open_the_window() -> None:
+    """nvtx.Domain's methods call C directly: hooked on the class, keyword or attributes message."""
+    made: list[str] = []
+
+    class Registered:
+        def __init__(self, text: str) -> None:
+            self.string = text
+
+    class Attributes:
+        def __init__(self, text: str) -> None:
+            self.message = Registered(text)
+
+    class Domain:
+        def push_range(self, attributes: object = None, **kwargs: object) -> None:
+            made.append("push")
+
+        def pop_range(self) -> None:
+            made.append("pop")
+
+        def start_range(self, attributes: object = None, **kwargs: object) -> int:
+            made.append("start")
+            return 9
+
+        def end_range(self, rid: int) -> None:
+            made.append(f"end {rid}")
+
+    w = MemoryWindow(WindowSpec(glob="win*"), ticking())
+    hook_nvtx_domain(w, Domain)
+    d = Domain()
+    d.push_range(message="win_push")
+    assert w.open
+    d.pop_range()
+    assert not w.open
+    d.push_range(Attributes("other"))
+    assert not w.open
+    d.pop_range()
+    rid = d.start_range(Attributes("win_start"))
+    assert w.open and rid == 9
+    d.end_range(rid)
+    assert not w.open and made == ["push", "pop", "push", "pop", "start", "end 9"]

@@ -75,6 +75,18 @@ COPY_ARRAY = ("cudaMemcpyToArray", "cudaMemcpyFromArray", "cudaMemcpyArrayToArra
 ARRAY_REASON = "a side is a CUDA array (opaque layout, not linear memory): not judged"
 COPY_APIS = (COPY_1D + COPY_PEER + COPY_2D_RUNTIME + COPY_2D_DRIVER + tuple(COPY_3D_RUNTIME) + COPY_3D_DRIVER + COPY_ARRAY
              + tuple(MEMSET))
+# NVTX calls (CUPTI's NVTX callback domain, with NVTX_INJECTION64_PATH at libcupti), for the memory
+# capture window: CUpti_NvtxData is functionName +0, functionParams +8, functionReturnValue +16. The
+# params (generated_nvtx_meta.h): the A/W forms a message pointer at +0, the Ex forms an
+# nvtxEventAttributes_t pointer at +0, RangeEnd the id at +0; the nvtxDomain* forms the domain at +0
+# and then the same at +8; RegisterStringA the string at +8 (its handle returned). nvtxEventAttributes_t:
+# messageType +32 (1 ASCII, 2 wide, 3 registered), message +40. Callback ids: cupti_nvtx_cbid.h
+# (asked of CUPTI by name first).
+NVTX_CBIDS = {"nvtxRangeStartA": 4, "nvtxRangeStartW": 5, "nvtxRangeStartEx": 6, "nvtxRangeEnd": 7, "nvtxRangePushA": 8,
+              "nvtxRangePushW": 9, "nvtxRangePushEx": 10, "nvtxRangePop": 11, "nvtxDomainRangeStartEx": 31,
+              "nvtxDomainRangeEnd": 32, "nvtxDomainRangePushEx": 33, "nvtxDomainRangePop": 34,
+              "nvtxDomainRegisterStringA": 39}
+NVTX_ASCII, NVTX_WIDE, NVTX_REGISTERED = 1, 2, 3
 MAX_PARAMS = 1024
 MAX_PARAM_BYTES = 32768  # CUDA's kernel parameter limit (32764 bytes)
 CU_LAUNCH_PARAM_END, CU_LAUNCH_PARAM_BUFFER_POINTER, CU_LAUNCH_PARAM_BUFFER_SIZE = 0, 1, 2
@@ -296,6 +308,7 @@ class ApiCallbacks:
         self.roles: dict[tuple[int, int], tuple[str, str]] = {}
         self.enter_ts: dict[int, int] = {}
         self.subscriber: Any = None
+        self.nvtx: NvtxCalls | None = None  # the capture window's NVTX calls (a window other than the whole run)
         self.fast = FastRecords(cupti, lambda where, exc: self.rec.counters.update({f"slow_reads_{where}": 1}))
 
     def subscribe(self) -> None:
@@ -306,6 +319,8 @@ class ApiCallbacks:
                 self.roles[(domain, cbid)] = (self._role(name), name)
         if any(name in LAUNCH for name in self.wanted):
             self._graph_roles()
+        if not self.rec.window.spec.whole_run:
+            self._nvtx_roles()
         self.last_copy = 0  # the copy call being recorded: a runtime copy arrives again as its driver call
         self.subscriber = c.subscribe(self.callback, None)
         for domain, cbid in self.roles:
@@ -338,6 +353,25 @@ class ApiCallbacks:
                 self.roles[(resource, int(getattr(ids, GRAPH_EXEC)))] = ("graph_exec", GRAPH_EXEC)
         except Exception as exc:  # a binding without resource callbacks: graph replays stay without memory sets
             self.rec.count_error("graph_callbacks", exc)
+
+    def _nvtx_roles(self) -> None:
+        """The NVTX range calls, for the capture window (ids asked of CUPTI by name, else the header's)."""
+        try:
+            domain = int(self.cupti.CallbackDomain.NVTX)
+        except Exception as exc:  # a binding without the NVTX domain: the Python hooks only
+            self.rec.count_error("nvtx_callbacks", exc)
+            return
+        found: dict[int, str] = {}
+        for cbid in range(1, 64):
+            try:
+                name = str(self.cupti.get_callback_name(domain, cbid))
+            except Exception:
+                continue
+            if name in NVTX_CBIDS:
+                found[cbid] = name
+        for cbid, name in (found or {v: k for k, v in NVTX_CBIDS.items()}).items():
+            self.roles[(domain, cbid)] = ("nvtx", name)
+        self.nvtx = NvtxCalls(self.rec)
 
     @staticmethod
     def _role(name: str) -> str:
@@ -381,6 +415,8 @@ class ApiCallbacks:
                 self.on_graph_launch(name, cbdata)
             elif role == "graph_exec":
                 self.on_graph_exec(cbdata)
+            elif role == "nvtx" and self.nvtx is not None:
+                self.nvtx.call(name, cbdata)
             else:
                 self.on_query(role, name, cbdata)
         except Exception as exc:  # never into the program
@@ -490,6 +526,75 @@ class ApiCallbacks:
         except Exception as exc:
             self.rec.count_error("stream_id", exc)
             return -1
+
+
+def raw_pointer(cbdata: Any) -> int:
+    """The callback data's own address, whatever object the binding wrapped it in."""
+    return cbdata if isinstance(cbdata, int) else int(cbdata.ptr)
+
+
+def nvtx_message(attributes: int, registered: dict[int, str]) -> str | None:
+    """An nvtxEventAttributes_t's message (None: no message, or a handle registered before tracing)."""
+    if not attributes:
+        return None
+    kind, message = i32(attributes + 32), u64(attributes + 40)
+    if not message:
+        return None
+    if kind == NVTX_ASCII:
+        return ctypes.string_at(message).decode("utf-8", "replace")
+    if kind == NVTX_WIDE:
+        return ctypes.wstring_at(message)
+    return registered.get(message) if kind == NVTX_REGISTERED else None
+
+
+class NvtxCalls:
+    """NVTX range calls seen through CUPTI: they open and close the capture window like the Python
+    hooks' (window.py), except those a Python hook is making (already counted there). A range
+    whose name cannot be read opens nothing: what runs inside it stays outside the window, counted
+    as not judged. Start/end ranges are matched by the id the start returned."""
+
+    def __init__(self, rec: MemoryRecorder) -> None:
+        self.rec, self.window = rec, rec.window
+        self.registered: dict[int, str] = {}  # nvtxStringHandle_t -> its text
+        self.starts: dict[int, int] = {}  # range id -> 1 when it opened the window
+
+    def call(self, name: str, cbdata: Any) -> None:
+        window = self.window
+        if window.hooked():
+            return
+        raw = raw_pointer(cbdata)
+        params, returned = u64(raw + 8), u64(raw + 16)
+        domain = name.startswith("nvtxDomain")
+        at = params + 8 if domain else params
+        self.rec.counters["nvtx_calls"] += 1
+        if name.endswith("Pop"):
+            window.pop()
+        elif name.endswith("End"):
+            self.window.end(self.starts.pop(u64(at), 0))
+        elif name == "nvtxDomainRegisterStringA":
+            if returned and u64(returned) and u64(at):
+                self.registered[u64(returned)] = ctypes.string_at(u64(at)).decode("utf-8", "replace")
+        else:
+            text = self._message(name, u64(at))
+            if text is None:
+                self.rec.counters["nvtx_unnamed"] += 1
+            if "Push" in name:
+                window.push(text)
+                return
+            rid = u64(returned) if returned else 0
+            if rid:
+                self.starts[rid] = window.start(text)
+            else:
+                self.rec.counters["nvtx_start_id_unread"] += 1
+
+    def _message(self, name: str, pointer: int) -> str | None:
+        if not pointer:
+            return None
+        if name.endswith("A"):
+            return ctypes.string_at(pointer).decode("utf-8", "replace")
+        if name.endswith("W"):
+            return ctypes.wstring_at(pointer)
+        return nvtx_message(pointer, self.registered)
 
 
 _LIBCUDA: list[Any] = []

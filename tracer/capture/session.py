@@ -159,14 +159,19 @@ class Session:
             sys.meta_path.insert(0, PostImport(name, then))
 
     def on_nvtx_package(self, module: ModuleType) -> None:
-        """The `nvtx` package's ranges open and close the memory capture window."""
-        from tracer.capture.window import hook_nvtx_package
+        """The `nvtx` package's ranges (its functions and its Domain methods) open and close the
+        memory capture window."""
+        from tracer.capture.window import hook_nvtx_domain, hook_nvtx_package
 
+        assert self.memory is not None
         try:
-            assert self.memory is not None
             hook_nvtx_package(self.memory.window, module)
-        except Exception as exc:  # the window then opens on torch's ranges only
+        except Exception as exc:  # these ranges then reach the window through CUPTI's NVTX callbacks only
             self.count_error("nvtx_hooks", exc)
+        try:
+            hook_nvtx_domain(self.memory.window, module.Domain)
+        except Exception as exc:
+            self.count_error("nvtx_domain_hooks", exc)
 
     def on_torch(self, torch: ModuleType) -> None:
         """torch arrived: CUPTI starts at its CUDA initialisation, flushes after its device

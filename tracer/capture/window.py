@@ -4,9 +4,11 @@ traced as plain CUPTI and counted as "not judged" by the hazard check.
 
 A step is an NVTX range named as tracer's step summaries name them (`step3`, `iteration 3`,
 `iter_3`, `ProfilerStep#3`, or such a name as the first segment of a path); `A:B` are steps A to
-B-1, as a Python slice. The ranges are seen where the program pushes them: torch.cuda.nvtx and the
-`nvtx` package (hooked in their modules, whichever names the program imported). No torch import
-here."""
+B-1, as a Python slice. The ranges are seen where the program pushes them: torch.cuda.nvtx, the
+`nvtx` package's functions and its `Domain` methods (hooked in their modules, whichever names the
+program imported), and every other NVTX call (C/C++ extensions, ctypes: nvtxRangePushA/W/Ex,
+nvtxRangeStartA/W/Ex, their nvtxDomain* forms) through CUPTI's NVTX callbacks (callbacks.py), which
+skip the calls the Python hooks already saw. No torch import here."""
 from __future__ import annotations
 
 import fnmatch
@@ -72,6 +74,19 @@ class MemoryWindow:
         self.lock = threading.Lock()
         self.listeners: list[Callable[[bool], None]] = []
 
+    def hooked(self) -> bool:
+        """Inside a Python NVTX hook on this thread: CUPTI's NVTX callback for the same call is skipped."""
+        return bool(getattr(self.tls, "hooked", 0))
+
+    def through(self, call: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
+        """`call` (a real NVTX function) with this thread marked as inside a Python hook."""
+        tls = self.tls
+        tls.hooked = getattr(tls, "hooked", 0) + 1
+        try:
+            return call(*args, **kwargs)
+        finally:
+            tls.hooked -= 1
+
     def _stack(self) -> list[bool]:
         s = getattr(self.tls, "stack", None)
         if s is None:
@@ -135,22 +150,22 @@ def hook_torch_nvtx(window: MemoryWindow, nvtx_module: Any) -> None:
 
     class Proxy:
         def rangePushA(self, msg: str) -> Any:  # torch's name
-            out = real.rangePushA(msg)
+            out = window.through(real.rangePushA, msg)
             window.push(msg)
             return out
 
         def rangePop(self) -> Any:  # torch's name
             window.pop()
-            return real.rangePop()
+            return window.through(real.rangePop)
 
         def rangeStartA(self, msg: str) -> Any:  # torch's name
-            rid = real.rangeStartA(msg)
+            rid = window.through(real.rangeStartA, msg)
             starts[rid] = window.start(msg)
             return rid
 
         def rangeEnd(self, rid: Any) -> Any:  # torch's name
             window.end(starts.pop(rid, 0))
-            return real.rangeEnd(rid)
+            return window.through(real.rangeEnd, rid)
 
         def __getattr__(self, name: str) -> Any:
             return getattr(real, name)
@@ -158,21 +173,73 @@ def hook_torch_nvtx(window: MemoryWindow, nvtx_module: Any) -> None:
     nvtx_module._nvtx = Proxy()
 
 
+def message_of(attributes: Any) -> object:
+    """The `nvtx` package's EventAttributes -> its message (a RegisteredString's text)."""
+    message = getattr(attributes, "message", None)
+    return getattr(message, "string", message)
+
+
 def hook_nvtx_package(window: MemoryWindow, module: Any) -> None:
-    """The `nvtx` package's annotate, push_range and pop_range call its module's libnvtx_* by name."""
+    """The `nvtx` package's annotate, push_range, pop_range, start_range and end_range call its
+    module's libnvtx_* by name."""
     push, pop = module.libnvtx_push_range, module.libnvtx_pop_range
+    start: Any = getattr(module, "libnvtx_start_range", None)
+    end: Any = getattr(module, "libnvtx_end_range", None)
+    starts: dict[Any, int] = {}
 
     def push_range(attributes: Any, domain: Any) -> Any:
-        out = push(attributes, domain)
-        message = getattr(attributes, "message", None)
-        window.push(getattr(message, "string", message))
+        out = window.through(push, attributes, domain)
+        window.push(message_of(attributes))
         return out
 
     def pop_range(domain: Any) -> Any:
         window.pop()
-        return pop(domain)
+        return window.through(pop, domain)
+
+    def start_range(attributes: Any, domain: Any) -> Any:
+        rid = window.through(start, attributes, domain)
+        starts[rid] = window.start(message_of(attributes))
+        return rid
+
+    def end_range(rid: Any, domain: Any) -> Any:
+        window.end(starts.pop(rid, 0))
+        return window.through(end, rid, domain)
 
     module.libnvtx_push_range, module.libnvtx_pop_range = push_range, pop_range
+    if start is not None and end is not None:
+        module.libnvtx_start_range, module.libnvtx_end_range = start_range, end_range
+
+
+def hook_nvtx_domain(window: MemoryWindow, domain_cls: Any) -> None:
+    """`nvtx.Domain`'s push_range, pop_range, start_range and end_range call the C API directly
+    (not the module's libnvtx_*): hooked on the class. The message is the keyword `message`, else
+    the attributes' (read after the call, which may set them)."""
+    push, pop, start, end = domain_cls.push_range, domain_cls.pop_range, domain_cls.start_range, domain_cls.end_range
+    starts: dict[Any, int] = {}
+
+    def named(attributes: Any, kwargs: dict[str, Any]) -> object:
+        return kwargs["message"] if isinstance(kwargs.get("message"), str) else message_of(attributes)
+
+    def push_range(self: Any, attributes: Any = None, **kwargs: Any) -> Any:
+        out = window.through(push, self, attributes, **kwargs)
+        window.push(named(attributes, kwargs))
+        return out
+
+    def pop_range(self: Any) -> Any:
+        window.pop()
+        return window.through(pop, self)
+
+    def start_range(self: Any, attributes: Any = None, **kwargs: Any) -> Any:
+        rid = window.through(start, self, attributes, **kwargs)
+        starts[rid] = window.start(named(attributes, kwargs))
+        return rid
+
+    def end_range(self: Any, rid: Any) -> Any:
+        window.end(starts.pop(rid, 0))
+        return window.through(end, self, rid)
+
+    domain_cls.push_range, domain_cls.pop_range = push_range, pop_range
+    domain_cls.start_range, domain_cls.end_range = start_range, end_range
 
 
 def spec_of(steps: str, glob: str) -> WindowSpec:
