@@ -4,7 +4,8 @@
 #   - the GPU tests of FSDP (NCCL, world size 1), gloo across two ranks sharing the GPU (torchrun) and
 #     the NVTX window of every API (tests/gpu/test_fsdp_gloo_gpu.py), and the --memory-steps window
 #     test, with their run directories kept (pytest --basetemp);
-#   - alongside, PyTorch's CUDA stream sanitizer (CSAN) on each program;
+#   - alongside (CSAN=1, the default), PyTorch's CUDA stream sanitizer (CSAN) on each program;
+#   (TESTS: a pytest -k expression to run fewer of them)
 #   - per trace: the META counters (NVTX calls seen through CUPTI), collectives, copies, windows.
 # Everything lands under $OUT (default /tmp/out), packed into $OUT/fsdp.tgz.
 set -uo pipefail
@@ -40,17 +41,17 @@ export OUT PY END
   ls -d /usr/local/cuda*/include/nvtx3 2>&1; } > "$OUT/logs/env.txt" 2>&1
 uptime > "$OUT/logs/load.txt"
 
-{
+[ "${CSAN:-1}" = 1 ] && {
   echo "csan-fsdp 90 env TORCH_CUDA_SANITIZER=1 $PY $P/fsdp_train.py"
   echo "csan-fsdp-planted 90 env TORCH_CUDA_SANITIZER=1 $PY $P/fsdp_train.py --planted"
   echo "csan-gloo 90 env TORCH_CUDA_SANITIZER=1 $TR $P/gloo_ddp.py"
   echo "csan-gloo-planted 90 env TORCH_CUDA_SANITIZER=1 $TR $P/gloo_ddp.py --planted"
   echo "csan-nvtx 90 env TORCH_CUDA_SANITIZER=1 $PY $P/nvtx_apis_window.py"
 } | xargs -P 2 -L 1 bash -c 'run_one "$@"' _ &
-CSAN=$!
+CSAN_PID=$!
 run_one gpu-tests 200 $PY -m pytest -q -p no:cacheprovider --basetemp "$R" -rA tests/gpu/test_fsdp_gloo_gpu.py \
-  tests/gpu/test_memory_window_gpu.py -k "fsdp or gloo or nvtx or window_judges"
-wait $CSAN
+  tests/gpu/test_memory_window_gpu.py ${TESTS:+-k "$TESTS"}
+wait $CSAN_PID
 for d in "$R"/*/run; do
   n=$(basename "$(dirname "$d")"); mkdir -p "$OUT/traces/$n"
   cp "$d"/verdict.json "$d"/command.json "$OUT/traces/$n/" 2>/dev/null
@@ -73,7 +74,7 @@ print("ops", q("SELECT s.value, o.kind, count(*) FROM TRACER_OPS o JOIN StringId
 print("unknown", q("SELECT * FROM TRACER_LAUNCH_UNKNOWN")[:20])
 print("windows", q("SELECT * FROM TRACER_MEMORY_WINDOWS"))
 print("markers", q("SELECT text, domainId, eventType, count(*) FROM NVTX_EVENTS GROUP BY 1, 2, 3")[:60])
-print("meta", q("SELECT name, value FROM META_DATA_EXPORT WHERE name LIKE 'TRACER_MEMORY%' OR name LIKE 'TRACER_ERR%'"))
+print("meta", q("SELECT name, value FROM META_DATA_EXPORT WHERE name LIKE 'TRACER_MEMORY%' OR name LIKE 'TRACER_RECORD%'"))
 PYEOF
   done
   $PY -m tracer trace analyze "$d" > "$OUT/traces/$n/analyze.txt" 2>&1

@@ -485,3 +485,54 @@ def test_nvtx_domain_methods_open_the_window() -> None:
     assert w.open and rid == 9
     d.end_range(rid)
     assert not w.open and made == ["push", "pop", "push", "pop", "start", "end 9"]
+
+
+def test_tensor_subclass_ops_are_recorded_on_their_inner_tensors() -> None:
+    """A wrapper subclass (DTensor: FSDP2's parameters; here torch's own TwoTensor) has no storage of
+    its own: the mode defers to its __torch_dispatch__ and records the ops it runs on the plain
+    tensors inside, with their bytes (FSDP2's AdamW step was 36 kernels with no memory set before)."""
+    torch = pytest.importorskip("torch")
+    two_tensor = pytest.importorskip("torch.testing._internal.two_tensor")
+    from tracer.capture import torch_mode
+
+    rec = MemoryRecorder(time.perf_counter_ns, lambda i: None, lambda: None, devices=("cpu",))
+    mode = torch_mode.make_mode(rec, torch)
+    a, b = torch.ones(8), torch.ones(8)
+    t = two_tensor.TwoTensor(a, b)
+    with mode:
+        t.mul_(3.0)
+        torch._foreach_add_([t], 1.0)
+    assert float(a[0]) == float(b[0]) == 4.0
+    inner = {a.data_ptr(), b.data_ptr()}
+    written = [(o.name, x.address) for o in rec.ops for x in rec.accesses if x.op_id == o.id and x.mode & Mode.WRITE]
+    assert {addr for _, addr in written} == inner, written
+    assert sum(1 for name, _ in written if name.startswith("aten::mul_")) == 2, written  # once per inner tensor
+    assert sum(1 for name, _ in written if "foreach_add" in name) == 2, written
+
+
+def test_fsdp2_optimizer_step_is_recorded_on_the_local_shards(tmp_path: Path) -> None:
+    """FSDP2 on CPU (gloo, one rank): AdamW's foreach ops on the DTensor parameters are recorded on
+    the local shards' bytes, as FSDP2 on the GPU needs them (its step's kernels had no memory set)."""
+    torch = pytest.importorskip("torch")
+    import torch.distributed as dist
+
+    fsdp = pytest.importorskip("torch.distributed.fsdp")
+    from tracer.capture import torch_mode
+
+    store = dist.FileStore(str(tmp_path / "store"), 1)
+    dist.init_process_group("gloo", store=store, rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU(), torch.nn.Linear(8, 4))
+        fsdp.fully_shard(model)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3, foreach=True)
+        rec = MemoryRecorder(time.perf_counter_ns, lambda i: None, lambda: None, devices=("cpu",))
+        model(torch.randn(2, 8)).sum().backward()
+        with torch_mode.make_mode(rec, torch):
+            opt.step()
+        shards = {p.to_local().data_ptr() for p in model.parameters()}
+        steps = {o.id for o in rec.ops if "foreach" in o.name or "adamw" in o.name}
+        written = {a.address for a in rec.accesses if a.op_id in steps and a.mode & Mode.WRITE}
+        assert shards <= written, (shards, written, sorted({o.name for o in rec.ops}))
+    finally:
+        dist.destroy_process_group()

@@ -13,6 +13,8 @@ b can never be ordered after it, so each unordered pair is found once, from its 
 """
 from __future__ import annotations
 
+import ast
+import fnmatch
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -23,7 +25,7 @@ import numpy as np
 from tracer.analysis.attribution import Attribution
 from tracer.analysis.graphs import InternalPairs, Launches, internal_pairs
 from tracer.readers.memory_reader import READ, WRITE, access_corr, kernel_accesses
-from tracer.model.memory import Memory
+from tracer.model.memory import CaptureWindow, Memory
 from tracer.model.trace import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges
 from tracer.model.names import ellipsize, text_name
 from tracer.analysis.ordering import OrderingIndex, WaitPositions
@@ -73,14 +75,17 @@ class Coverage:
     judged: int
     unjudged: int
     window: str = ""  # OUTSIDE_WINDOW: the capture window, as the capture named it
+    missed: int = 0  # OUTSIDE_WINDOW: NVTX ranges the window's glob names that never opened it
 
     def to_json(self) -> dict[str, object]:
         out: dict[str, object] = {"kind": self.kind.value, "seen": self.seen, "judged": self.judged, "unjudged": self.unjudged}
-        return out | ({"window": self.window} if self.window else {})
+        return out | ({"window": self.window} if self.window else {}) | ({"missed_ranges": self.missed} if self.missed else {})
 
     def line(self) -> str:
         why = WHY_NOT[self.kind].format(window=self.window)
-        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {why}; hazards unknown for them"
+        missed = (f"; {self.missed} NVTX range(s) the window names never opened it (pushed through an NVTX API the "
+                  "capture could not read): what ran in them is not judged") if self.missed else ""
+        return f"not judged: {self.unjudged} of {self.seen} {self.kind.value} operation(s): {why}{missed}; hazards unknown for them"
 
 
 def joined_coverage(parts: list[tuple[Coverage, ...]]) -> tuple[Coverage, ...]:
@@ -179,7 +184,7 @@ class Hazards:
 
     @property
     def not_judged(self) -> tuple[Coverage, ...]:
-        return tuple(c for c in self.coverage if c.unjudged)
+        return tuple(c for c in self.coverage if c.unjudged or c.missed)
 
     def covered(self) -> str:
         """What the count covers, e.g. 'judged 12 of 14 GPU operations (kernel 10/10, memcpy 1/3, memset 1/1)'."""
@@ -424,8 +429,38 @@ def coverage(trace: Trace, index: OrderingIndex, with_memory: np.ndarray, branch
     if window is not None and not window.whole_run:
         seen = int(outside.sum())
         out.append(Coverage(kind=Covered.OUTSIDE_WINDOW, seen=seen, judged=0, unjudged=int((outside & _multi_stream(index)).sum()),
-                            window=window.what))
+                            window=window.what, missed=missed_ranges(trace, window)))
     return tuple(out)
+
+
+def missed_ranges(trace: Trace, window: CaptureWindow) -> int:
+    """NVTX ranges of the trace that a `--memory-range GLOB` window names but that overlap none of its
+    intervals: the capture never saw them open (an API it could not read), their operations are
+    outside the window."""
+    glob = window_glob(window.what)
+    r = trace.ranges
+    if glob is None or not len(r.start):
+        return 0
+    names = np.array([fnmatch.fnmatchcase(trace.strings[int(i)], glob) for i in r.text.tolist()], dtype=bool)
+    end = np.where(r.end >= 0, r.end, np.iinfo(np.int64).max)
+    order = np.argsort(window.start, kind="stable")
+    s, e = window.start[order], window.end[order]
+    before = np.searchsorted(s, end, side="right")  # windows starting before each range ends
+    latest_end = np.maximum.accumulate(e) if len(e) else e
+    overlaps = (before > 0) & (latest_end[np.maximum(before - 1, 0)] >= r.start) if len(e) else np.zeros(len(names), dtype=bool)
+    return int((names & ~overlaps).sum())
+
+
+def window_glob(what: str) -> str | None:
+    """The glob of a window named "NVTX ranges 'GLOB'" (tracer/capture/window.py's describe), else None."""
+    prefix = "NVTX ranges "
+    if not what.startswith(prefix):
+        return None
+    try:
+        glob = ast.literal_eval(what[len(prefix):])
+    except (ValueError, SyntaxError):
+        return None
+    return glob if isinstance(glob, str) else None
 
 
 def _launched_by_collective(trace: Trace) -> np.ndarray:

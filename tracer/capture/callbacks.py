@@ -17,6 +17,7 @@ is counted, never raised into the program."""
 from __future__ import annotations
 
 import ctypes
+import os
 import re
 import struct
 import time
@@ -309,6 +310,7 @@ class ApiCallbacks:
         self.enter_ts: dict[int, int] = {}
         self.subscriber: Any = None
         self.nvtx: NvtxCalls | None = None  # the capture window's NVTX calls (a window other than the whole run)
+        self.raw: tuple[Any, Any] | None = None  # (libcupti, the C callback) when subscribed through ctypes
         self.fast = FastRecords(cupti, lambda where, exc: self.rec.counters.update({f"slow_reads_{where}": 1}))
 
     def subscribe(self) -> None:
@@ -322,7 +324,9 @@ class ApiCallbacks:
         if not self.rec.window.spec.whole_run:
             self._nvtx_roles()
         self.last_copy = 0  # the copy call being recorded: a runtime copy arrives again as its driver call
-        self.subscriber = c.subscribe(self.callback, None)
+        self.subscriber = self._subscribe_raw() if self.nvtx is not None else None
+        if self.subscriber is None:
+            self.subscriber = c.subscribe(self.callback, None)
         for domain, cbid in self.roles:
             try:
                 c.enable_callback(1, self.subscriber, domain, cbid)
@@ -373,6 +377,44 @@ class ApiCallbacks:
             self.roles[(domain, cbid)] = ("nvtx", name)
         self.nvtx = NvtxCalls(self.rec)
 
+    def _subscribe_raw(self) -> int | None:
+        """cupti-python 13.0 calls a Python callback with None for an NVTX call's data: with a capture
+        window, the one subscriber is CUPTI's own C callback (ctypes), handing the same objects on
+        (CallbackData, ResourceData from their pointers) and the NVTX data's address. None: not
+        possible here (cupti-python's subscriber then, C ranges counted as unreadable)."""
+        c = self.cupti
+        try:
+            lib = loaded_libcupti()
+            api, resource = c.CallbackData.from_ptr, c.ResourceData.from_ptr
+            wrap = {int(c.CallbackDomain.DRIVER_API): api, int(c.CallbackDomain.RUNTIME_API): api,
+                    int(c.CallbackDomain.RESOURCE): resource, int(c.CallbackDomain.NVTX): int}
+        except Exception as exc:
+            self.rec.count_error("raw_subscribe", exc)
+            return None
+        if lib is None:
+            self.rec.counters["raw_subscribe_no_libcupti"] += 1
+            return None
+        handle = self.callback
+
+        def raw(userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
+            made = wrap.get(domain)
+            if made is not None and cbdata:
+                try:
+                    data = made(cbdata)
+                except Exception as exc:  # never into the program
+                    self.rec.count_error("raw_callback", exc)
+                    return
+                handle(None, domain, cbid, data)
+
+        fn = CUPTI_CALLBACK(raw)
+        out = ctypes.c_void_p()
+        code = lib.cuptiSubscribe(ctypes.byref(out), fn, None)
+        if code != 0 or not out.value:
+            self.rec.counters[f"raw_subscribe_error_{code}"] += 1
+            return None
+        self.raw = (lib, fn)  # the C callback must outlive the subscription
+        return out.value
+
     @staticmethod
     def _role(name: str) -> str:
         if name in LAUNCH:
@@ -389,7 +431,10 @@ class ApiCallbacks:
         if self.window_changed in self.rec.window.listeners:
             self.rec.window.listeners.remove(self.window_changed)
         if self.subscriber is not None:
-            self.cupti.unsubscribe(self.subscriber)
+            if self.raw is not None:
+                self.raw[0].cuptiUnsubscribe(ctypes.c_void_p(self.subscriber))
+            else:
+                self.cupti.unsubscribe(self.subscriber)
             self.subscriber = None
 
     def callback(self, userdata: Any, domain: int, cbid: int, cbdata: Any) -> None:
@@ -528,8 +573,29 @@ class ApiCallbacks:
             return -1
 
 
+CUPTI_CALLBACK = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_int, ctypes.c_uint32, ctypes.c_void_p)
+
+
+def loaded_libcupti() -> Any:
+    """The libcupti this process already loaded (cupti-python's), None when not exactly one is."""
+    paths = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            path = line.split(maxsplit=5)[-1].strip()
+            if "/libcupti.so" in path:
+                paths.add(path)
+    if len(paths) != 1:
+        return None
+    lib = ctypes.CDLL(paths.pop(), mode=os.RTLD_NOLOAD)
+    lib.cuptiSubscribe.argtypes = [ctypes.POINTER(ctypes.c_void_p), CUPTI_CALLBACK, ctypes.c_void_p]
+    lib.cuptiUnsubscribe.argtypes = [ctypes.c_void_p]
+    return lib
+
+
 def raw_pointer(cbdata: Any) -> int:
-    """The callback data's own address, whatever object the binding wrapped it in."""
+    """The callback data's own address, whatever object the binding wrapped it in (0: none given)."""
+    if cbdata is None:
+        return 0
     return cbdata if isinstance(cbdata, int) else int(cbdata.ptr)
 
 
@@ -562,14 +628,19 @@ class NvtxCalls:
         window = self.window
         if window.hooked():
             return
-        raw = raw_pointer(cbdata)
-        params, returned = u64(raw + 8), u64(raw + 16)
-        domain = name.startswith("nvtxDomain")
-        at = params + 8 if domain else params
         self.rec.counters["nvtx_calls"] += 1
         if name.endswith("Pop"):
             window.pop()
-        elif name.endswith("End"):
+            return
+        raw = raw_pointer(cbdata)
+        if not raw:  # a binding that hands no data: the range opens nothing, the stack stays balanced
+            self.rec.counters["nvtx_unreadable"] += 1
+            if "Push" in name:
+                window.push(None)
+            return
+        params, returned = u64(raw + 8), u64(raw + 16)
+        at = params + 8 if name.startswith("nvtxDomain") else params
+        if name.endswith("End"):
             self.window.end(self.starts.pop(u64(at), 0))
         elif name == "nvtxDomainRegisterStringA":
             if returned and u64(returned) and u64(at):

@@ -160,6 +160,9 @@ class Extractor:
             seen[0] |= mode
 
 
+WRAPPER, OTHER = 1, 2  # tensor subclasses, as the mode treats them (make_mode)
+
+
 def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = None) -> Any:
     """The mode instance (its class needs torch, so it is built here)."""
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -172,8 +175,30 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
     hook = (timing or Timing()).hook("dispatch")
     clock = time.perf_counter
     window = rec.window
+    disabled = getattr(torch._C, "_disabled_torch_dispatch_impl", None)
+    subclasses: dict[type, int] = {}
+
+    def subclass(t: type) -> int:
+        """0: a plain tensor or Parameter; WRAPPER: a traceable wrapper subclass (DTensor: FSDP2's
+        parameters), no storage of its own, running the op on the plain tensors it holds; OTHER: a
+        subclass with its own __torch_dispatch__ and no inner tensors (FakeTensor under DTensor's
+        sharding propagation): no bytes to record."""
+        found = subclasses.get(t)
+        if found is None:
+            own = getattr(t, "__torch_dispatch__", disabled) is not disabled
+            found = subclasses[t] = 0 if not own else WRAPPER if hasattr(t, "__tensor_flatten__") else OTHER
+        return found
+
+    fake_key = getattr(getattr(torch._C, "_TorchDispatchModeKey", None), "FAKE", None)
+    get_mode = getattr(torch._C, "_get_dispatch_mode", None)
+    faking = (lambda: get_mode(fake_key) is not None) if fake_key is not None and get_mode is not None else (lambda: False)
 
     def dispatch(self: Any, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kind = max(subclass(t) for t in types) if types else 0
+        if kind == OTHER or faking():  # faking: a FakeTensorMode below (DTensor's sharding propagation), no real bytes
+            return func(*args, **kwargs) if kwargs else func(*args)
+        if kind == WRAPPER:
+            return NotImplemented  # the subclass runs it: its ops on the plain tensors inside come back here
         if not window.open:  # outside the capture window: the op runs as untraced (its sequence number kept)
             tls.last_seq = get_seq()
             return func(*args, **kwargs) if kwargs else func(*args)
@@ -339,18 +364,23 @@ class PostImport(importlib.abc.MetaPathFinder):
 
     def __init__(self, name: str, then: Callable[[ModuleType], None]) -> None:
         self.name, self.then = name, then
+        self.busy = False  # inside its own search: another PostImport of the same name asks each finder too
 
     def find_spec(self, fullname: str, path: Any, target: Any = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname != self.name:
+        if fullname != self.name or self.busy:
             return None
-        for finder in sys.meta_path:
-            if finder is self or not hasattr(finder, "find_spec"):
-                continue
-            spec = finder.find_spec(fullname, path, target)
-            if spec is not None and spec.loader is not None:
-                spec.loader = _ThenLoader(spec.loader, self)
-                return spec
-        return None
+        self.busy = True
+        try:
+            for finder in sys.meta_path:
+                if finder is self or not hasattr(finder, "find_spec"):
+                    continue
+                spec = finder.find_spec(fullname, path, target)
+                if spec is not None and spec.loader is not None:
+                    spec.loader = _ThenLoader(spec.loader, self)
+                    return spec
+            return None
+        finally:
+            self.busy = False
 
     def done(self, module: ModuleType) -> None:
         if self in sys.meta_path:

@@ -3,7 +3,8 @@ torchrun --nproc-per-node 2. DDP over CUDA tensors: gloo copies each gradient bu
 stream of its own (ordered after the current stream by an event), reduces on the CPU, copies back,
 and the current stream waits for it: no hazard. `--planted` adds, after the steps, a dist.all_reduce
 of a tensor a side stream wrote (after a spin) with no wait: gloo's device-to-host copy reads it
-unordered, RAW, once per iteration (2) on each rank."""
+unordered, RAW, once per iteration (2) on each rank, and its host-to-device copy back writes it
+unordered with the same write (WAW, the same missing wait)."""
 import sys
 
 import torch
@@ -29,6 +30,7 @@ torch.cuda.synchronize()
 if "--planted" in sys.argv:
     side = torch.cuda.Stream()
     buf = torch.ones(1 << 20, device="cuda")
+    torch.cuda.synchronize()  # the fill above is not part of the planted race
     for i in range(2):
         with torch.cuda.nvtx.range(f"planted{i}"):
             with torch.cuda.stream(side):
