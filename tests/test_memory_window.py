@@ -417,6 +417,12 @@ def test_nvtx_calls_through_cupti_open_the_window_from_any_api() -> None:
     assert not rec.window.open and rec.counters["nvtx_unnamed"] == 1
     calls.call("nvtxDomainRangePop", _Call(1234))
     assert len(rec.window.finish()) == 4
+    rec.window.push("win_python")  # a binding that hands no data: the C push inside opens nothing, pops nothing of others
+    calls.call("nvtxRangePushA", None)
+    calls.call("nvtxRangePop", None)
+    assert rec.window.open and rec.counters["nvtx_unreadable"] == 1
+    rec.window.pop()
+    assert not rec.window.open
 
 
 def test_nvtx_calls_a_python_hook_makes_are_counted_once() -> None:
