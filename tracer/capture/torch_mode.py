@@ -182,7 +182,7 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
         """0: a plain tensor or Parameter; WRAPPER: a traceable wrapper subclass (DTensor: FSDP2's
         parameters), no storage of its own, running the op on the plain tensors it holds; OTHER: a
         subclass with its own __torch_dispatch__ and no inner tensors (FakeTensor under DTensor's
-        sharding propagation): no bytes to record."""
+        sharding propagation): run unrecorded (a kernel it launches is matched by its arguments)."""
         found = subclasses.get(t)
         if found is None:
             own = getattr(t, "__torch_dispatch__", disabled) is not disabled
