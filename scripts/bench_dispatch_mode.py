@@ -4,7 +4,10 @@ Two launch-bound workloads of small CPU tensors (the op itself costs a few micro
 kernel launch does):
   ops:  a loop of small elementwise, in-place, matmul and reduction ops (and views, which the mode
         passes through);
-  step: a small transformer's training step (embedding, 2 blocks of attention and MLP, AdamW).
+  step: a small transformer's training step (embedding, 2 blocks of attention and MLP, AdamW);
+  gpt2: transformers' GPT-2 (12 layers as GPT-2 small, at width 64, vocabulary 1,000, batch 2 x 16;
+        AdamW with foreach as on CUDA): GPT-2's op mix and call stacks (transformers on
+        BENCH_EXTRA_PATH or installed; left out with --workloads).
 Each runs untraced, under a TorchDispatchMode that passes every op straight through, and under
 tracer's recording mode (tracer/capture/torch_mode.py, recorder on device "cpu"; the clock and the
 external-correlation push/pop are C builtins standing in for cupti-python's calls), each of these
@@ -31,7 +34,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 CONFIGS = ("untraced", "bare", "passthrough", "recording")
-WORKLOADS = ("ops", "step")
+WORKLOADS = ("ops", "step", "gpt2")
 
 CHILD = r'''
 import json, sys, time
@@ -111,13 +114,26 @@ def step_workload():
     return run
 
 
-run = {"ops": ops_workload, "step": step_workload}[workload]()
+def gpt2_workload():
+    from transformers import GPT2Config, GPT2LMHeadModel
+    model = GPT2LMHeadModel(GPT2Config(n_embd=64, n_head=4, vocab_size=1000, n_positions=64))
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4, foreach=True)  # as on CUDA, where foreach is the default
+    ids = torch.randint(0, 1000, (2, 16))
+
+    def run():
+        model(ids, labels=ids).loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+    return run
+
+
+run = {"ops": ops_workload, "step": step_workload, "gpt2": gpt2_workload}[workload]()
 for _ in range(20):
     run()
 with Count():
     run()
 ops_per_iter = Count.n
-n = max(1, iters // (1 if workload == "ops" else 40))
+n = max(1, iters // {"ops": 1, "step": 40, "gpt2": 200}[workload])
 mode = None
 if config == "passthrough":
     mode = PassThrough()
@@ -158,7 +174,8 @@ print(json.dumps({"ops": ops_per_iter * n, "wall": wall, "cpu": cpu, **extra}))
 
 
 def child(tree: Path, config: str, workload: str, iters: int, dynamo: bool, profile: str = "-") -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), OMP_NUM_THREADS="1")
+    extra = os.environ.get("BENCH_EXTRA_PATH")  # where transformers is, for the gpt2 workload
+    env = dict(os.environ, PYTHONPATH=str(tree) + (f":{extra}" if extra else ""), OMP_NUM_THREADS="1")
     out = subprocess.run([sys.executable, "-c", CHILD, config, workload, str(iters), str(int(dynamo)), profile],
                          env=env, cwd=tree, capture_output=True, text=True, timeout=900, check=False)  # `-c`: cwd comes first on sys.path
     if out.returncode != 0:
@@ -172,6 +189,7 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=2000, help="ops workload iterations (the step: iters / 40)")
     ap.add_argument("--baseline", type=Path, help="another checkout's tracer: its recording mode beside this tree's")
     ap.add_argument("--profile", help="cProfile the recording mode (ops, Dynamo imported) into this file instead")
+    ap.add_argument("--workloads", default=",".join(WORKLOADS), help=f"comma-separated, of {', '.join(WORKLOADS)}")
     ap.add_argument("--configs", default=",".join(CONFIGS), help=f"comma-separated, of {', '.join(CONFIGS)}")
     ap.add_argument("--dynamo", choices=("both", "yes", "no"), default="both", help="with torch._dynamo imported, without, or both")
     ap.add_argument("--json")
@@ -190,8 +208,9 @@ def main() -> int:
     load0 = os.getloadavg()
     print(f"load average {load0[0]:.2f} {load0[1]:.2f} on {os.cpu_count()} CPUs at the start", flush=True)
     runs: dict[tuple, list[dict]] = {}
+    workloads = [w for w in args.workloads.split(",") if w in WORKLOADS]
     for rep in range(args.repeats):
-        for w in WORKLOADS:
+        for w in workloads:
             for config, tree, dyn in cases:
                 r = child(trees[tree], config, w, args.iters, dyn)
                 runs.setdefault((w, config, tree, dyn), []).append(r)
@@ -206,7 +225,7 @@ def main() -> int:
         rows.append({"workload": w, "config": config, "tree": tree, "dynamo": dyn, "us_per_op": us, "cpu_us_per_op": cpu,
                      "own_us_per_op": own, "ops": rs[0]["ops"], "recorded_ops": rs[0].get("recorded_ops")})
     print(f"\nper-op microseconds (median of {args.repeats}; wall / CPU); x: over untraced, +: over pass-through")
-    for w in WORKLOADS:
+    for w in workloads:
         for dyn in dynamo:
             mine = [r for r in rows if r["workload"] == w and r["dynamo"] == dyn]
             base = next((r for r in mine if r["config"] == "untraced"), mine[0])
