@@ -173,6 +173,16 @@ def steady(runs: list[dict[str, Any]], mode: str, key: str, keep: Callable[[int]
     return statistics.median(vals) if vals else None
 
 
+def hooks_per_step(runs: list[dict[str, Any]], steps: int) -> None:
+    """Where a traced run's time went, from its marker's hooks (the whole process: model build and
+    warm-up steps included): calls and seconds per step, microseconds per call."""
+    for r in runs:
+        cells = [f"{name} {h['calls'] / steps:,.0f} calls {h['s'] / steps:.4f} s ({1e6 * h['s'] / h['calls']:.1f} us/call)"
+                 for name, h in sorted(r.get("hooks", {}).items()) if h.get("calls")]
+        if cells:
+            print(f"  hooks per step, {r['mode']} repeat {r['repeat']}: " + "; ".join(cells))
+
+
 def per_step(args: argparse.Namespace) -> int:
     """The steady-state step cost of each mode, side by side (see the module's docstring)."""
     script = str(Path(__file__).with_name("step_workload.py"))
@@ -180,31 +190,35 @@ def per_step(args: argparse.Namespace) -> int:
     first = args.steps - args.window
     window = f"{first}:{args.steps}"
     runs: list[dict[str, Any]] = []
+    modes = [m for m in PER_STEP_MODES if m in args.step_modes.split(",")]
     with tempfile.TemporaryDirectory(prefix="tracer-bench-steps-") as tmp:
         one("untraced", command, Path(tmp) / "warmup", args.timeout)
         for rep in range(args.repeats):
-            for mode in PER_STEP_MODES:
+            for mode in modes:
                 info = one(mode, command, Path(tmp) / f"{mode}-{rep}", args.timeout, window=window)
-                info.pop("timing", None)
+                timing = info.pop("timing", None)
+                if timing:
+                    info["hooks"] = timing.get("hooks", {})
                 runs.append({"mode": mode, "repeat": rep, **info})
                 print(f"{mode:<14} repeat {rep}: {info['seconds']:6.2f} s exit {info['exit']} steps "
                       f"{[round(t, 3) for t in (info.get('steps') or {}).get('steps_s', [])]}", flush=True)
     rows: dict[str, dict[str, float | None]] = {}
     every: Callable[[int], bool] = lambda i: True  # three one-line predicates
-    for mode in PER_STEP_MODES:
+    for mode in modes:
         rows[mode] = {f"{k}{suffix}": steady(runs, mode, key, keep) for k, key in (("wall", "steps_s"), ("cpu", "steps_cpu_s"))
                       for suffix, keep in (("", every), (" in window", lambda i: i >= first), (" outside", lambda i: i < first))}
     base, cupti = rows["untraced"], rows["cupti"]
     print(f"per-step steady state, {args.per_step}, {args.steps} steps (median of steps {WARMUP}..{args.steps - 1}, "
           f"{args.repeats} repeats; memory-window: --memory-steps {window}); wall and CPU seconds per step:")
     shown = [("untraced", ""), ("cupti", ""), ("memory", ""), ("memory-window", " in window"), ("memory-window", " outside")]
-    for mode, part in shown:
+    for mode, part in (x for x in shown if x[0] in rows):
         w, c = rows[mode][f"wall{part}"], rows[mode][f"cpu{part}"]
         if w is None or base["wall"] is None or cupti["wall"] is None:
             print(f"  {mode + part:<26} no steps measured")
             continue
         print(f"  {mode + part:<26} wall {w:8.4f} s ({w / base['wall']:.2f}x untraced, {w / cupti['wall']:.2f}x cupti)   "
               f"cpu {c or 0:8.4f} s ({(c or 0) / (base['cpu'] or 1):.2f}x untraced)")
+    hooks_per_step(runs, args.steps)
     mem = rows["memory"]["wall"]
     if mem is not None and base["wall"]:
         print(f"goal: --memory steps <= 1.5x untraced: {'met' if mem / base['wall'] <= 1.5 else 'NOT met'} ({mem / base['wall']:.2f}x)")
@@ -223,6 +237,7 @@ def main() -> int:
     ap.add_argument("--per-step", choices=("linear_backward", "gpt2", "gpt2-big"), help="the steady-state step cost of this model instead")
     ap.add_argument("--steps", type=int, default=10, help="--per-step: steps per run")
     ap.add_argument("--window", type=int, default=3, help="--per-step: the memory-window run records the last N steps")
+    ap.add_argument("--step-modes", default=",".join(PER_STEP_MODES), help=f"--per-step: comma-separated, of {', '.join(PER_STEP_MODES)}")
     ap.add_argument("workload", nargs="*", help="after --: workload and its options (default: linear_backward --steps 3)")
     args = ap.parse_args()
     if args.per_step:

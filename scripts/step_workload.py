@@ -2,12 +2,16 @@
 an NVTX range `stepN` (torch.cuda.nvtx, so `trace run --memory-steps A:B` can window it) and ended
 by a device synchronize; prints {"steps_s": [...], "steps_cpu_s": [...]} (wall and process CPU seconds) as its last line.
 
-    python scripts/step_workload.py linear_backward|gpt2|gpt2-big [--steps N] [--profile OUT.prof]
+    python scripts/step_workload.py linear_backward|gpt2|gpt2-big [--steps N] [--profile OUT.prof] [--mode MODE]
 
 linear_backward: tracer's FP8 linear workload (its Engine, one step per stepN range); gpt2: GPT-2
 small built from transformers' GPT2Config (no download), AdamW, batch 4 x 256 tokens (launch-bound:
 about 16 us of GPU work per op); gpt2-big: the same model at 16 x 1024 tokens (GPU-bound steps).
---profile: cProfile of the steps (the dispatch mode and CUPTI callbacks run inside them)."""
+--profile: cProfile of the steps (the dispatch mode and CUPTI callbacks run inside them).
+--mode passthrough: untraced, but every op through a TorchDispatchMode that passes it straight on;
+--mode recording: untraced, but under tracer's recording dispatch mode and allocator hooks as
+`--memory` enters them, with no CUPTI (its clock and external ids stand in: time.perf_counter_ns, no
+push): the Python side of `--memory` alone; its hook timings are printed too."""
 from __future__ import annotations
 
 import argparse
@@ -49,15 +53,40 @@ def gpt2_big(steps: int) -> Callable[[int], None]:
 MODELS = {"linear_backward": linear_backward, "gpt2": gpt2, "gpt2-big": gpt2_big}
 
 
+def enter_mode(name: str) -> dict[str, list[float]]:
+    """Enter a dispatch mode without tracing (--mode); the hooks' [calls, seconds] cells."""
+    import torch
+
+    if name == "passthrough":
+        from torch.utils._python_dispatch import TorchDispatchMode
+
+        class PassThrough(TorchDispatchMode):
+            def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]  # torch's signature
+                return func(*args, **kwargs) if kwargs else func(*args)
+
+        PassThrough().__enter__()
+        return {}
+    from tracer.capture.memory_recorder import MemoryRecorder
+    from tracer.capture.timing import Timing
+    from tracer.capture.torch_mode import start_recording
+
+    timing = Timing()
+    rec = MemoryRecorder(time.perf_counter_ns, abs, time.monotonic_ns, devices=("cuda",))
+    start_recording(rec, torch, timing=timing)
+    return timing.hooks
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("model", choices=tuple(MODELS))
     ap.add_argument("--steps", type=int, default=8)
     ap.add_argument("--profile")
+    ap.add_argument("--mode", choices=("none", "passthrough", "recording"), default="none")
     args = ap.parse_args()
     import torch
 
     step = MODELS[args.model](args.steps)
+    hooks = enter_mode(args.mode) if args.mode != "none" else {}
     prof = None
     if args.profile:
         import cProfile
@@ -77,6 +106,8 @@ def main() -> int:
     if prof is not None:
         prof.disable()
         prof.dump_stats(args.profile)
+    if hooks:
+        print(json.dumps({"hooks": hooks}))
     print(json.dumps({"steps_s": times, "steps_cpu_s": cpu}))
     return 0
 

@@ -118,6 +118,34 @@ def test_allocation_labels_name_the_op_and_the_user_line() -> None:
     del y
 
 
+def _two_lines(x: torch.Tensor) -> None:
+    for _ in range(3):
+        x.mul_(2)  # first
+        x.add_(1)  # second
+
+
+def test_call_sites_are_told_apart_by_line_within_one_function_and_loop() -> None:
+    """Call sites are cached per code object and instruction: two ops of one function (and the same
+    line run again) keep their own lines."""
+    x = torch.ones(4)
+    r = Recording()
+    with r as rec:
+        _two_lines(x)
+    src = Path(__file__).read_text().splitlines()
+    first, second = (src.index(f"        x.{op}  # {n}") + 1 for op, n in (("mul_(2)", "first"), ("add_(1)", "second")))
+    assert [(o.name, o.callsite) for o in rec.ops] == \
+        [("aten::mul_.Tensor", f"{__file__}:{first}"), ("aten::add_.Tensor", f"{__file__}:{second}")] * 3
+
+
+def test_device_checks_read_one_attribute_for_one_device() -> None:
+    from tracer.capture.torch_mode import _on_device
+
+    t = torch.ones(2)
+    assert _on_device(frozenset({"cpu"}))(t) and not _on_device(frozenset({"cuda"}))(t)
+    assert _on_device(frozenset({"cpu", "cuda"}))(t) and not _on_device(frozenset({"meta"}))(t)
+    assert not _on_device(frozenset({"cpu"}))(torch.ones(2, device="meta"))
+
+
 def test_backward_ops_carry_the_forward_ops_sequence_number() -> None:
     r = Recording()
     with r as rec:

@@ -184,7 +184,7 @@ def test_window_options_are_checked_before_anything_runs(capsys: pytest.CaptureF
 def test_c10d_schemas_are_read_as_collectives() -> None:
     torch = pytest.importorskip("torch")
     pytest.importorskip("torch.distributed")  # registers the c10d ops
-    from tracer.capture.torch_mode import Extractor, op_info
+    from tracer.capture.torch_mode import op_info
 
     c10d = torch.ops.c10d
     assert (op_info(c10d.allreduce_.default).writes, op_info(c10d.allreduce_.default).updates) == ({"tensors"}, {"tensors"})
@@ -192,7 +192,8 @@ def test_c10d_schemas_are_read_as_collectives() -> None:
     assert op_info(c10d._reduce_scatter_base_.default).writes == {"output_tensor"}
     assert op_info(c10d.send.default).writes == frozenset()
     info = op_info(c10d.allreduce_.default)
-    assert Extractor._mode(info, "tensors") == Mode.READ_WRITE and Extractor._mode(info, "process_group") == Mode.READ
+    assert info.mode_of("tensors") == Mode.READ_WRITE and info.mode_of("process_group") == Mode.READ
+    assert info.modes == tuple(info.mode_of(a) for a in info.arg_names)
 
 
 def test_a_gloo_collective_is_recorded_through_the_dispatch_mode(tmp_path: Path) -> None:

@@ -16,7 +16,8 @@ import sys
 import sysconfig
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from operator import attrgetter
 from types import FrameType, ModuleType
 from typing import Any
 
@@ -46,6 +47,13 @@ class OpInfo:
     arg_names: tuple[str, ...]
     writes: frozenset[str]
     updates: frozenset[str] = frozenset()  # read and written (a collective's in-place `tensors`)
+    modes: tuple[int, ...] = ()  # the access mode of each argument, in schema order
+    host_copy: bool = False  # pinned host tensors take part (HOST_COPY_OPS)
+
+    def mode_of(self, name: str) -> int:
+        if name in self.writes:
+            return Mode.READ_WRITE if name in self.updates else Mode.WRITE
+        return Mode.READ
 
 
 def op_info(func: Any) -> OpInfo:
@@ -59,7 +67,8 @@ def op_info(func: Any) -> OpInfo:
         writes |= frozenset(a for a in args if a.startswith("output")) | updates
     returns = list(schema.returns)
     view = bool(returns) and not writes and all(r.alias_info is not None and not r.alias_info.is_write for r in returns)
-    return OpInfo(name=name, skip=view, arg_names=args, writes=writes, updates=updates)
+    info = OpInfo(name=name, skip=view, arg_names=args, writes=writes, updates=updates, host_copy=name in HOST_COPY_OPS)
+    return replace(info, modes=tuple(info.mode_of(a) for a in args))
 
 
 def _is_library(filename: str) -> bool:
@@ -68,26 +77,43 @@ def _is_library(filename: str) -> bool:
     return filename.startswith(_STDLIB) and "-packages" not in filename
 
 
+def _on_device(devices: frozenset[str]) -> Callable[[Any], bool]:
+    """Is a tensor on a recorded device: one attribute read for one device (Tensor.device builds an object)."""
+    if devices == {"cuda"}:
+        return attrgetter("is_cuda")
+    if devices == {"cpu"}:
+        return attrgetter("is_cpu")
+    return lambda t: t.device.type in devices
+
+
 class Extractor:
     """Tensors of one op -> accesses; the allocation instance from the storage identity."""
 
     def __init__(self, rec: MemoryRecorder, tensor_type: type) -> None:
         self.rec = rec
         self.tensor_type = tensor_type
-        self.cuda_only = rec.devices == {"cuda"}  # Tensor.is_cuda is much cheaper than Tensor.device
+        self.on_device = _on_device(rec.devices)
         self.library: dict[Any, bool] = {}
+        self.sites: dict[tuple[Any, int], str] = {}  # (code, last instruction) -> "file:line"
 
-    def callsite(self) -> str | None:
-        f: FrameType | None = sys._getframe(3)
+    def callsite(self, depth: int = 3) -> str | None:
+        """file:line of the first frame outside torch, the standard library and tracer's capture
+        code, from `depth` frames up (the op's caller)."""
+        f: FrameType | None = sys._getframe(depth)
+        library = self.library
         for _ in range(FRAME_SCAN):
             if f is None:
                 return None
             code = f.f_code
-            lib = self.library.get(code)
+            lib = library.get(code)
             if lib is None:
-                lib = self.library[code] = _is_library(code.co_filename)
+                lib = library[code] = _is_library(code.co_filename)
             if not lib:
-                return f"{code.co_filename}:{f.f_lineno}"
+                key = (code, f.f_lasti)
+                site = self.sites.get(key)
+                if site is None:
+                    site = self.sites[key] = f"{code.co_filename}:{f.f_lineno}"
+                return site
             f = f.f_back
         return None
 
@@ -95,24 +121,26 @@ class Extractor:
                  where: str | None) -> dict[tuple[int, int], list]:
         """(address, bytes) -> [mode, allocation id, label]; a range seen twice ORs its modes."""
         found: dict[tuple[int, int], list] = {}
-        names = info.arg_names
-        for i, a in enumerate(args):
-            name = names[i] if i < len(names) else f"arg {i}"
-            self._add(found, a, self._mode(info, name), name, info, t0, where)
+        tensor, add = self.tensor_type, self._tensor
+        for a, mode, name in zip(args, info.modes, info.arg_names):
+            if isinstance(a, tensor):
+                add(found, a, mode, name, info, t0, where)
+            elif isinstance(a, (list, tuple)):
+                for v in a:
+                    if isinstance(v, tensor):
+                        add(found, v, mode, name, info, t0, where)
+        for i in range(len(info.arg_names), len(args)):  # beyond the schema (never seen): read
+            self._value(found, args[i], Mode.READ, f"arg {i}", info, t0, where)
         for name, a in kwargs.items():
-            self._add(found, a, self._mode(info, name), name, info, t0, where)
-        outs = out if isinstance(out, (tuple, list)) else (out,)
-        for i, o in enumerate(outs):
-            self._add(found, o, Mode.WRITE, f"out {i}", info, t0, where)
+            self._value(found, a, info.mode_of(name), name, info, t0, where)
+        if isinstance(out, tensor):
+            add(found, out, Mode.WRITE, "out 0", info, t0, where)
+        elif isinstance(out, (tuple, list)):
+            for i, o in enumerate(out):
+                self._value(found, o, Mode.WRITE, f"out {i}", info, t0, where)
         return found
 
-    @staticmethod
-    def _mode(info: OpInfo, name: str) -> int:
-        if name in info.writes:
-            return Mode.READ_WRITE if name in info.updates else Mode.WRITE
-        return Mode.READ
-
-    def _add(self, found: dict, value: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
+    def _value(self, found: dict, value: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
         if isinstance(value, self.tensor_type):
             self._tensor(found, value, mode, label, info, t0, where)
         elif isinstance(value, (list, tuple)):
@@ -121,14 +149,14 @@ class Extractor:
                     self._tensor(found, v, mode, label, info, t0, where)
 
     def _tensor(self, found: dict, t: Any, mode: int, label: str, info: OpInfo, t0: int, where: str | None) -> None:
-        if not (t.is_cuda if self.cuda_only else t.device.type in self.rec.devices):
-            if not (info.name in HOST_COPY_OPS and t.device.type == "cpu" and t.is_pinned()):
+        if not self.on_device(t):
+            if not (info.host_copy and t.device.type == "cpu" and t.is_pinned()):
                 return
         try:
-            address, size = t.data_ptr(), t.element_size()
+            address = t.data_ptr()
             if t.is_contiguous():
-                span = t.numel()
-                if span == 0:
+                length = t.nbytes
+                if not length:
                     return
             else:
                 span = 1
@@ -137,10 +165,11 @@ class Extractor:
                         return
                     if n > 1:
                         span += (n - 1) * stride
+                length = span * t.itemsize
             rec = self.rec
             # the allocator reports frees: the instance live at the storage's base is this storage's,
             # found without building a storage object (the costly part of a tensor)
-            known = rec.live.get(address - t.storage_offset() * size) if rec.frees_seen else None
+            known = rec.live.get(address - t.storage_offset() * t.itemsize) if rec.frees_seen else None
             if known is not None:
                 alloc, end = known.id, known.address + known.bytes
             else:
@@ -148,7 +177,8 @@ class Extractor:
                 base, nbytes = st.data_ptr(), st.nbytes()
                 alloc = rec.instance(base, st._cdata, nbytes, t.get_device(), t0, (info.name, label, where))
                 end = base + nbytes
-            length = min(span * size, end - address)
+            if length > end - address:
+                length = end - address
         except Exception as exc:  # fake, meta or storage-less tensors: counted, the op keeps its other tensors
             self.rec.count_error("tensor", exc)
             return
@@ -170,6 +200,8 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
     get_seq = torch._C._autograd._get_sequence_nr
     current_node = getattr(torch._C, "_current_autograd_node", lambda: None)
     extractor = Extractor(rec, torch.Tensor)
+    callsite, accesses = extractor.callsite, extractor.accesses
+    new, TORCH = tuple.__new__, OpKind.TORCH
     infos: dict[Any, OpInfo] = {}
     tls = rec.tls
     hook = (timing or Timing()).hook("dispatch")
@@ -203,14 +235,13 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
             tls.last_seq = get_seq()
             return func(*args, **kwargs) if kwargs else func(*args)
         t0 = clock()
-        kwargs = kwargs or {}
         info = infos.get(func)
         if info is None:
             info = infos[func] = op_info(func)
         seq = get_seq()
         last, tls.last_seq = tls.last_seq, seq
         if info.skip:
-            out = func(*args, **kwargs)
+            out = func(*args, **kwargs) if kwargs else func(*args)
             if seq != last:  # a view that created an autograd node: its backward ops point at it
                 node_only(info, args, seq - 1)
             hook[0] += 1
@@ -219,7 +250,7 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
         oid, c0 = rec.begin()
         t1 = clock()
         try:
-            out = func(*args, **kwargs)
+            out = func(*args, **kwargs) if kwargs else func(*args)
         finally:
             c1 = rec.end()
         t2 = clock()
@@ -257,13 +288,14 @@ def make_mode(rec: MemoryRecorder, torch: ModuleType, timing: Timing | None = No
         except Exception as exc:
             rec.count_error("view_op", exc)
 
-    def record(info: OpInfo, oid: int, args: tuple, kwargs: dict, out: Any, t0: int, t1: int, seq: int, bwd: int) -> None:
-        where = extractor.callsite()
-        found = extractor.accesses(info, args, kwargs, out, t0, where)
+    def record(info: OpInfo, oid: int, args: tuple, kwargs: dict | None, out: Any, t0: int, t1: int, seq: int, bwd: int) -> None:
+        where = callsite()
+        found = accesses(info, args, kwargs or {}, out, t0, where)
         if not found:
             return  # no tensor on a recorded device: not an op of interest
-        rec.ops.append(OpRec(oid, OpKind.TORCH, info.name, rec.thread_id(), t0, t1, seq, bwd, None, where))
-        rec.accesses.extend(AccessRec(oid, a, n, m, 1, alloc, label) for (a, n), (m, alloc, label) in found.items())
+        # tuple.__new__ builds the records without their Python-level __new__ (a third of the cost)
+        rec.ops.append(new(OpRec, (oid, TORCH, info.name, tls.tid or rec.thread_id(), t0, t1, seq, bwd, None, where)))
+        rec.accesses.extend([new(AccessRec, (oid, a, n, m, 1, alloc, label)) for (a, n), (m, alloc, label) in found.items()])
 
     keep_dynamo_out(TracerMemoryMode, dispatch, timing)
     return TracerMemoryMode()
