@@ -28,6 +28,9 @@ OPS_EXPECTED: dict[str, dict[str, int]] = {
     "ops_graph_branches": {"RAW": 3}, "ops_graph_edge": {}, "ops_graph_written_stream": {"RAW": 2},
     "ops_copy3d": {"RAW": 2}, "collective_no_wait": {"RAW": 3}, "collective_ddp": {},
 }
+# Races between operations nothing orders in either direction (two branches of one graph launch): the
+# operation that started first is the producer, so a read-write race is RAW or WAR as the GPU ran it.
+OPS_EITHER = {"ops_graph_branches": ("RAW", "WAR")}
 OPS_MAY = {"ops_driver_copies": 1, "ops_copy3d": 2}  # the pitched 2D and 3D copies: their rows' gaps are counted in
 
 
