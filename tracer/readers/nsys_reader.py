@@ -9,16 +9,22 @@ strings stored as BLOBs) is one TraceFormatError naming the table and column.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.readers.memory_reader import start_memory
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES
+from tracer.model.arrays import unique
 from tracer.model.trace import (MEMCPY, MEMSET, PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind,
                                 Trace, Transfers, raw_id)
 from tracer.readers.sqlite_tables import Col, SqliteTables, connect
+
+if TYPE_CHECKING:
+    from tracer.model.memory import Memory
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE, MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -123,7 +129,7 @@ class ProcessKeys:
 
     def __init__(self, path: Path, *processes: np.ndarray) -> None:
         self.path = path
-        self.procs = np.unique(np.concatenate(processes)) if processes else np.zeros(0, dtype=np.int64)
+        self.procs = unique(np.concatenate(processes)) if processes else np.zeros(0, dtype=np.int64)
         self.several = len(self.procs) > 1
 
     def key(self, raw: np.ndarray, proc: np.ndarray, what: str) -> np.ndarray:
@@ -282,6 +288,17 @@ def record_errors(meta: dict[str, str]) -> dict[str, tuple[int, str]]:
             m = re.match(r"\s*(\d+) records? lost:?\s*(.*)", value)
             out[key[len(RECORD_ERRORS):]] = (int(m.group(1)), m.group(2)) if m else (-1, value)
     return out
+
+
+def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory | None]:
+    """memory_reader.start_memory for a trace with a TRACER_ memory table or the TRACER_MEMORY flag;
+    for any other, a function giving None, with neither the memory reader nor its model imported
+    (start-up: issue 27)."""
+    if meta.get(FLAG) != "1" and not any(t in db.tables for t in MEMORY_TABLES):
+        return lambda: None
+    from tracer.readers.memory_reader import start_memory as start
+
+    return start(db, meta)
 
 
 def read_nsys_sqlite(path: Path) -> Trace:
