@@ -75,11 +75,12 @@ def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
 OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels", "run", "sanitize", "profile", "campaign",
                                                         "plot", "report", "serve", "doctor"))
 # Nor, without memory tables, the memory reader and model (issue 27: their records cost start-up), the
-# thread pool the hazard search uses, or numpy.ma (numpy imports it on the first plain np.unique).
+# thread pool the hazard search uses, numpy.ma (numpy imports it on the first plain np.unique), nor
+# what only an error needs (difflib's closest names, a crash's traceback).
 NOT_FOR_ONE_TRACE = ("tracer.readers.job", "tracer.analysis.job_summary", "tracer.ncu", "tracer.readers.kineto_reader",
                      "tracer.sanitize", "tracer.kernel", "tracer.campaign.trials_db", "tracer.campaign.stats",
                      "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS,
-                     "tracer.readers.memory_reader", "tracer.model.memory", "concurrent.futures", "numpy.ma")
+                     "tracer.readers.memory_reader", "tracer.model.memory", "concurrent.futures", "numpy.ma", "difflib", "traceback")
 NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.readers", "tracer.model", "tracer.analysis", "tracer.artifact", "tracer.kernel",
                             "tracer.campaign", "tracer.ncu", "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
 

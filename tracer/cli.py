@@ -6,7 +6,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -104,6 +103,8 @@ def terminal_output(args: argparse.Namespace) -> Spinner | None:
 
 def _crash(exc: BaseException, debug: bool) -> int:
     """tracer's own bug: one line naming a log file with the traceback (--debug: the traceback)."""
+    import traceback  # start-up: only a crash formats one (issue 27)
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if debug:
         sys.stderr.write(text)

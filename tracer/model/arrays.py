@@ -1,8 +1,7 @@
-"""Set operations on 1-D arrays by sorting: `np.unique(x)` and `np.intersect1d` without their
-options import numpy.ma on the first call (about 19 ms, a tenth of `trace analyze`'s start-up on
-a small trace; issue 27), and numpy 2's hash-based `np.unique` is slower than a sort on int64
-columns of many distinct values. The analysis calls these instead; `np.unique` with
-return_index, return_inverse or return_counts sorts and imports nothing more, so it stays."""
+"""Set operations on 1-D arrays by sorting. `np.unique(x)` without options and `np.intersect1d`
+import numpy.ma on their first call (about 19 ms, a tenth of `trace analyze`'s start-up on a small
+trace; issue 27): readers and analysis call these instead. `np.unique` with return_index,
+return_inverse or return_counts sorts and imports nothing more, so it stays where it is."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,4 +29,5 @@ def intersect(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     if len(ua) == 0 or len(ub) == 0:
         return np.zeros(0, dtype=dtype)
     at = np.minimum(np.searchsorted(ub, ua), len(ub) - 1)
-    return ua[ub[at] == ua].astype(dtype, copy=False)
+    both: np.ndarray = ua[ub[at] == ua]
+    return both.astype(dtype, copy=False)
