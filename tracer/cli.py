@@ -50,7 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             command_module(name).add_parser(sub)
         else:
-            sub.add_parser(name)
+            sub.add_parser(name, add_help=False)  # never parsed: no -h to build (start-up, issue 27)
     apply_help(parser)
     return parser
 
