@@ -180,10 +180,16 @@ def read_transfers(db: SqliteTables) -> tuple[Transfers, np.ndarray]:
                      copy_kind=copy_kind[o], bytes=size[o], graph_node=node[o]), proc[o]
 
 
+API_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+# Below this many API calls, a second connection and a thread cost more than they overlap: the table
+# is read in the caller's thread (start-up on small traces, issue 27; docs/benchmarks.md).
+THREADED_API_ROWS = 20_000
+
+
 def fetch_apis(db: SqliteTables) -> Apis:
     """The runtime and driver calls sorted by correlation id, with their StringIds ids as names
     (read on a connection of its own beside the other tables; named_apis maps the names)."""
-    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    table = API_TABLE
     if table not in db.tables:
         e = np.zeros(0, dtype=np.int64)
         return Apis(start=e, end=e, tid=e, corr=e, name=e)
@@ -309,7 +315,7 @@ def read_nsys_sqlite(path: Path) -> Trace:
             raise TraceFormatError(f"{path}: no {KERNEL_TABLE} table (not an nsys export with CUDA tracing, "
                                    "or a capture that recorded no kernel)")
         meta = read_meta(db)
-        memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
+        memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis, threaded=not db.rows_at_most(API_TABLE, THREADED_API_ROWS))
         db.read_strings()
         kernels, k_proc, graph = read_kernels(db, allow_empty="TRACER_PRODUCER" in meta)
         check_contexts(db)
