@@ -74,9 +74,13 @@ def test_plot_imports_matplotlib_only(tmp_path: Path) -> None:
 # (a campaign store is SQLite too: sniffing tells the two apart).
 OTHER_COMMANDS = tuple(f"tracer.commands.{c}" for c in ("quickstart", "kernels", "run", "sanitize", "profile", "campaign",
                                                         "plot", "report", "serve", "doctor"))
+# Nor, without memory tables, the memory reader and model (issue 27: their records cost start-up), the
+# thread pool the hazard search uses, numpy.ma (numpy imports it on the first plain np.unique), nor
+# what only an error needs (difflib's closest names, a crash's traceback).
 NOT_FOR_ONE_TRACE = ("tracer.readers.job", "tracer.analysis.job_summary", "tracer.ncu", "tracer.readers.kineto_reader",
                      "tracer.sanitize", "tracer.kernel", "tracer.campaign.trials_db", "tracer.campaign.stats",
-                     "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS)
+                     "tracer.campaign.report", "tracer.app.trace_run", "tracer.workloads", *OTHER_COMMANDS,
+                     "tracer.readers.memory_reader", "tracer.model.memory", "concurrent.futures", "numpy.ma", "difflib", "traceback")
 NOT_FOR_SANITIZER_OUTPUT = ("numpy", "tracer.readers", "tracer.model", "tracer.analysis", "tracer.artifact", "tracer.kernel",
                             "tracer.campaign", "tracer.ncu", "tracer.commands.trace", "tracer.commands.kernels", "tracer.commands.plot")
 
@@ -90,3 +94,18 @@ def test_commands_import_only_what_their_path_uses(argv: list[str], unused: tupl
     rc, modules = _modules(argv, tmp_path)
     assert rc == 0
     assert _under(modules, unused) == set(), f"tracer {' '.join(argv[:2])} imported modules it does not use"
+
+
+MEMORY_TRACE = ROOT / "tests" / "data" / "hazards" / "graph_no_wait.sqlite"  # memory tables, a hazard, a CUDA graph
+
+
+@pytest.mark.parametrize("extra", [[], ["--pairs", "all", "--explain"]], ids=["default", "pairs-all-explain"])
+def test_analyze_imports_no_numpy_ma(extra: list[str], tmp_path: Path) -> None:
+    """numpy.ma (about 19 ms) stays out of `trace analyze`, with memory tables too: the analysis
+    takes sorted distinct values from tracer.model.arrays, not from a plain np.unique."""
+    for trace in (TRACE, MEMORY_TRACE):
+        rc, modules = _modules(["trace", "analyze", str(trace), *extra], tmp_path)
+        assert rc in (0, 1), f"tracer trace analyze {trace.name} exited {rc}"
+        assert "numpy" in modules and "numpy.ma" not in modules, f"{trace.name}: numpy.ma imported"
+        if trace == MEMORY_TRACE:  # the lazy imports do load the memory reader where the tables are
+            assert {"tracer.readers.memory_reader", "tracer.model.memory"} <= modules

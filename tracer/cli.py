@@ -6,7 +6,6 @@ import argparse
 import importlib
 import os
 import sys
-import traceback
 from collections.abc import Sequence
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -51,7 +50,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
         if only is None or name == only:
             command_module(name).add_parser(sub)
         else:
-            sub.add_parser(name)
+            sub.add_parser(name, add_help=False)  # never parsed: no -h to build (start-up, issue 27)
     apply_help(parser)
     return parser
 
@@ -104,6 +103,8 @@ def terminal_output(args: argparse.Namespace) -> Spinner | None:
 
 def _crash(exc: BaseException, debug: bool) -> int:
     """tracer's own bug: one line naming a log file with the traceback (--debug: the traceback)."""
+    import traceback  # start-up: only a crash formats one (issue 27)
+
     text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     if debug:
         sys.stderr.write(text)

@@ -4,7 +4,7 @@ redirected output, and every --json, stay plain text. The words are the ones the
 (tracer/views/trace_text.py, tracer/analysis/hazards.py, tracer/sanitize/report.py); nothing is reworded."""
 from __future__ import annotations
 
-from functools import partial
+from functools import cache, partial
 
 import os
 import re
@@ -13,14 +13,21 @@ from typing import TextIO
 
 RED, YELLOW, GREEN, BOLD, RESET = "\033[31m", "\033[33m", "\033[32m", "\033[1m", "\033[0m"
 # (pattern, colour): the first group of each match is coloured, in this order
-RULES: tuple[tuple[re.Pattern[str], str], ...] = (
-    (re.compile(r"(?<!\b0 )\b(UNORDERED)\b(?!: 0 )"), BOLD + RED),
-    (re.compile(r"^(hazards: [1-9][\d,]*)"), BOLD + RED),
-    (re.compile(r"^  ((?:RAW|WAR|WAW|reuse)(?: \(may\))?) "), RED),
-    (re.compile(r"\b(tool-failed|timeout|target-failed|errors|incomplete|no-errors-recorded)\b(?= +\d)"), BOLD + RED),
-    (re.compile(r"\b(clean)\b(?= +0 )"), GREEN),
-    (re.compile(r"^(warning:)"), YELLOW),
+RULES: tuple[tuple[str, str], ...] = (
+    (r"(?<!\b0 )\b(UNORDERED)\b(?!: 0 )", BOLD + RED),
+    (r"^(hazards: [1-9][\d,]*)", BOLD + RED),
+    (r"^  ((?:RAW|WAR|WAW|reuse)(?: \(may\))?) ", RED),
+    (r"\b(tool-failed|timeout|target-failed|errors|incomplete|no-errors-recorded)\b(?= +\d)", BOLD + RED),
+    (r"\b(clean)\b(?= +0 )", GREEN),
+    (r"^(warning:)", YELLOW),
 )
+
+
+@cache
+def _compiled() -> tuple[tuple[re.Pattern[str], str], ...]:
+    """RULES compiled on the first coloured line (start-up: every command imports this module and
+    most never colour, piped or redirected; issue 27)."""
+    return tuple((re.compile(rx), code) for rx, code in RULES)
 
 
 def wanted(stream: TextIO, env: Mapping[str, str] | None = None) -> bool:
@@ -39,7 +46,7 @@ def _coloured(m: re.Match[str], code: str) -> str:
 
 
 def colour_line(line: str) -> str:
-    for rx, code in RULES:
+    for rx, code in _compiled():
         line = rx.sub(partial(_coloured, code=code), line)
     return line
 

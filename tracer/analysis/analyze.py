@@ -16,6 +16,7 @@ from tracer.schemas import header
 from tracer.analysis.attribution import Attribution, attribute
 from tracer.analysis.graphs import GraphReplays, on_launch_streams
 from tracer.analysis.hazards import Hazards, find_hazards
+from tracer.model.arrays import unique
 from tracer.model.trace import KERNEL, OP_KINDS, PROCESS_SHIFT, Trace, expand_ranges, process_index, with_operations
 from tracer.analysis.ordering import VERDICTS, Edge, OrderingIndex, Verdict, groups, stream_keys
 from tracer.analysis.pairs import GlobPair, PairMode, PairSpec
@@ -266,7 +267,7 @@ def _instances(trace: Trace, attr: Attribution, glob: str) -> Instances:
     kern = np.nonzero(rng >= 0)[0]
     text = trace.ranges.text[rng[kern]]
     groups: dict[int, tuple[str, ...]] = {}
-    for sid in np.unique(text).tolist():
+    for sid in unique(text).tolist():
         m = rx.match(trace.strings[sid])
         if m:
             groups[sid] = m.groups()

@@ -12,11 +12,15 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracer.model.memory import Memory
+from tracer.model.arrays import intersect
 from tracer.model.trace import Ranges, Trace, lex_search
+
+if TYPE_CHECKING:  # start-up: the memory model is imported only for traces that have memory tables (issue 27)
+    from tracer.model.memory import Memory
 
 NEVER_CLOSED = np.iinfo(np.int64).max
 
@@ -69,7 +73,7 @@ def innermost_ranges(ranges: Ranges, groups: np.ndarray, times: np.ndarray, rang
     g_sorted = rg[order]
     q_order = np.argsort(groups, kind="stable")
     q_groups = groups[q_order]
-    for g in np.intersect1d(np.unique(q_groups[q_groups >= 0]), g_sorted):
+    for g in intersect(q_groups[q_groups >= 0], g_sorted):
         lo, hi = np.searchsorted(g_sorted, g, "left"), np.searchsorted(g_sorted, g, "right")
         qlo, qhi = np.searchsorted(q_groups, g, "left"), np.searchsorted(q_groups, g, "right")
         mine = order[lo:hi]

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from tracer.analysis.analyze import Analysis
+from tracer.model.arrays import unique
 from tracer.model.trace import KERNEL, SyncKind, Trace, lex_search
 
 if TYPE_CHECKING:
@@ -279,7 +280,7 @@ def idle_gaps(a: Analysis) -> tuple[tuple[GapGroup, ...], dict[str, int]]:
     api_names = t.apis.name[np.maximum(api, 0)] if len(t.apis.name) else np.zeros(len(api), dtype=np.int64)
     has_api = api >= 0
     if has_api.any():
-        per_name = {int(n): CAUSES.index(_api_cause(t.strings[int(n)])) for n in np.unique(api_names[has_api]).tolist()}
+        per_name = {int(n): CAUSES.index(_api_cause(t.strings[int(n)])) for n in unique(api_names[has_api]).tolist()}
         cause[has_api] = [per_name[int(n)] for n in api_names[has_api].tolist()]
         detail[has_api] = api_names[has_api]
     busy = late & ~has_api

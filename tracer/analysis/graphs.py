@@ -11,12 +11,16 @@ are judged only against the graph's own edges (hazards.graph_internal), else cou
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from tracer.readers.memory_reader import WRITE, access_corr, kernel_accesses
-from tracer.model.memory import Memory
+from tracer.format.memory_tables import WRITE
+from tracer.model.arrays import unique
 from tracer.model.trace import Trace
+
+if TYPE_CHECKING:  # start-up: the memory model is imported only for traces that have memory tables (issue 27)
+    from tracer.model.memory import Memory
 
 MAX_JUDGED_OPS = 2048  # operations of one branched graph launch judged against each other (pairwise, once per graph)
 
@@ -95,7 +99,7 @@ def internal_pairs(trace: Trace, found: Launches, memory: Memory) -> InternalPai
     read: each pair of their operations with no path between their nodes, whose accesses overlap with
     a write, is a hazard of that launch. Pairs are worked out once per distinct launch structure."""
     k, g = trace.kernels, memory.graphs
-    member = np.unique(g.edge_from[g.edge_from == g.edge_to])
+    member = unique(g.edge_from[g.edge_from == g.edge_to])
     adjacency: dict[int, list[int]] = {}
     for a, b in zip(g.edge_from.tolist(), g.edge_to.tolist()):
         if a != b:
@@ -137,6 +141,8 @@ def _unordered_conflicts(trace: Trace, ops: np.ndarray, nodes: np.ndarray, memor
                          cache: dict[int, set[int]]) -> list[tuple[int, int, int, int]]:
     """(position i, position j, access row of i, access row of j) in one launch: no path between
     their nodes, overlapping bytes, one writing; i is the operation that started first."""
+    from tracer.readers.memory_reader import access_corr, kernel_accesses  # start-up: only traces with memory tables get here (issue 27)
+
     graph_node = trace.kernels.graph_node
     assert graph_node is not None  # only launches with graph nodes get here (graph_internal_pairs)
     ka = kernel_accesses(memory, access_corr(memory, replace(trace.kernels, corr=trace.kernels.corr[ops],

@@ -16,19 +16,22 @@ from __future__ import annotations
 import ast
 import fnmatch
 import os
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from enum import Enum
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracer.analysis.attribution import Attribution
 from tracer.analysis.graphs import InternalPairs, Launches, internal_pairs
-from tracer.readers.memory_reader import READ, WRITE, access_corr, kernel_accesses
-from tracer.model.memory import CaptureWindow, Memory
+from tracer.format.memory_tables import READ, WRITE
+from tracer.model.arrays import unique
 from tracer.model.trace import KERNEL, MEMCPY, MEMSET, Trace, expand_ranges
 from tracer.model.names import ellipsize, text_name
 from tracer.analysis.ordering import OrderingIndex, WaitPositions
+
+if TYPE_CHECKING:  # start-up: the memory model is imported only for traces that have memory tables (issue 27)
+    from tracer.model.memory import CaptureWindow, Memory
 
 MAX_LISTED_HAZARDS = 200
 NO_FRONTIER = np.iinfo(np.int64).min
@@ -263,6 +266,8 @@ class AccessRows:
 def access_rows(trace: Trace, index: OrderingIndex, memory: Memory) -> tuple[AccessRows, np.ndarray]:
     """The access rows that could conflict (non-empty ranges in components touched from more than one
     stream, one of them writing) and, per kernel, whether it has a memory set."""
+    from tracer.readers.memory_reader import access_corr, kernel_accesses  # start-up: only traces with memory tables get here (issue 27)
+
     ka = kernel_accesses(memory, access_corr(memory, trace.kernels))
     la = memory.launches
     keep = la.size[ka.row] > 0
@@ -322,7 +327,7 @@ class _Keys:
         low = int(rows.corr.min()) if len(rows.corr) else 0
         high = int(rows.corr.max()) if len(rows.corr) else 0
         comps = int(rows.comp.max()) + 1 if len(rows.comp) else 1
-        self.ids = None if comps * (high - low + 3) < (1 << 62) else np.unique(rows.corr)
+        self.ids = None if comps * (high - low + 3) < (1 << 62) else unique(rows.corr)
         self.low, self.high = low, high
         self.width = high - low + 3 if self.ids is None else len(self.ids) + 1
         self.rows = self.at_least(rows.comp, rows.corr)
@@ -470,10 +475,12 @@ def _launched_by_collective(trace: Trace) -> np.ndarray:
     if memory is None or len(memory.launches.corr) == 0:
         return out
     la = memory.launches
-    ops = np.unique(la.op_name[la.op_name >= 0])
+    ops = unique(la.op_name[la.op_name >= 0])
     c10d = ops[[trace.strings[int(n)].startswith(COLLECTIVE_OP_PREFIX) for n in ops.tolist()]] if len(ops) else ops
     if len(c10d) == 0:
         return out
+    from tracer.readers.memory_reader import access_corr  # start-up: only traces with memory tables get here (issue 27)
+
     corr = access_corr(memory, k)
     at = np.clip(np.searchsorted(la.corr, corr), 0, len(la.corr) - 1)
     found: np.ndarray = (la.corr[at] == corr) & np.isin(la.op_name[at], c10d)
@@ -535,7 +542,7 @@ def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
     pair can conflict), one consumer stream per task: numpy drops the GIL in the searches and
     gathers, so the tasks share the cores."""
     keys = _Keys(rows)
-    used = np.unique(rows.col).tolist()
+    used = unique(rows.col).tolist()
     per = {x: _stream_rows(rows, keys, x) for x in used}
     k = index.trace.kernels
     position = np.zeros(len(k.corr), dtype=np.int64)
@@ -557,6 +564,8 @@ def _search_all(index: OrderingIndex, rows: AccessRows) -> _Found:
                 _search(index, rows, keys, on[t], rank, per[t], per[s], s, found, at)
         return found
 
+    from concurrent.futures import ThreadPoolExecutor  # start-up: 3 ms (logging, threads) that traces without memory tables never use (issue 27)
+
     with ThreadPoolExecutor(max_workers=max(1, min(len(used), os.cpu_count() or 1, 4))) as pool:
         parts = list(pool.map(consumer, used))  # in stream order, whichever finishes first
     return _Found(*([a for f in parts for a in getattr(f, name)] for name in ("producer", "consumer", "ordered_p", "ordered_c")))
@@ -568,14 +577,14 @@ def _partners(rows: AccessRows) -> dict[int, list[int]]:
     if len(rows.col) == 0:
         return {}
     width = int(rows.col.max()) + 1
-    both = np.unique(rows.comp * width + rows.col)
+    both = unique(rows.comp * width + rows.col)
     comp, col = both // width, both % width
     head = np.flatnonzero(np.r_[True, comp[1:] != comp[:-1]])
     size = np.diff(np.r_[head, len(comp)])
     group = np.repeat(np.arange(len(head)), size)
     left = np.repeat(col, size[group])
     right = col[expand_ranges(head[group], size[group])]
-    pairs = np.unique(left * width + right)
+    pairs = unique(left * width + right)
     t, s = pairs // width, pairs % width
     cut = np.flatnonzero(np.r_[True, t[1:] != t[:-1]])
     return {int(t[a]): s[a:b].tolist() for a, b in zip(cut.tolist(), [*cut[1:].tolist(), len(t)])}
@@ -633,7 +642,7 @@ def _multi_stream(index: OrderingIndex) -> np.ndarray:
     if len(index.kernel_col) == 0:
         return np.zeros(0, dtype=bool)
     dev = np.array([d for d, _ in index.streams], dtype=np.int64)
-    used = np.unique(index.kernel_col)
+    used = unique(index.kernel_col)
     devs, n = np.unique(dev[used], return_counts=True)
     return np.isin(dev[index.kernel_col], devs[n > 1])
 

@@ -19,7 +19,8 @@ from enum import Enum
 
 import numpy as np
 
-from tracer.readers.memory_reader import QUERY_EVENT, QUERY_STREAM
+from tracer.format.memory_tables import QUERY_EVENT, QUERY_STREAM
+from tracer.model.arrays import unique
 from tracer.model.trace import EventRecord, Sync, SyncKind, Trace, process_index
 
 StreamKey = tuple[int, int]  # (device, stream key: trace-unique, its process above PROCESS_SHIFT)
@@ -117,7 +118,7 @@ def groups(values: np.ndarray) -> list[tuple[int, np.ndarray]]:
     kernels of one stream)."""
     if len(values) and (values == values[0]).all():
         return [(int(values[0]), np.ones(len(values), dtype=bool))]
-    return [(int(v), values == v) for v in np.unique(values).tolist()]
+    return [(int(v), values == v) for v in unique(values).tolist()]
 
 
 @dataclass(frozen=True)
@@ -323,7 +324,7 @@ class OrderingIndex:
         clocks = [self._clock_at(y, j) for j in used.tolist()]
         if len(clocks) == 1:  # the usual case with many streams: the clock's own arrays, no copy
             return WaitBlock(row=row, cols=clocks[0].cols, values=clocks[0].values[None, :])
-        cols = np.unique(np.concatenate([c.cols for c in clocks]))
+        cols = unique(np.concatenate([c.cols for c in clocks]))
         values = np.full((len(used), len(cols)), -1, dtype=np.int64)
         for r, c in enumerate(clocks):
             values[r, np.searchsorted(cols, c.cols)] = c.values
@@ -500,7 +501,7 @@ class OrderingIndex:
         j = np.searchsorted(end, ls, side="right") - 1
         timed = (ls >= 0) & (j >= 0)
         out = np.where(timed, value[np.maximum(j, 0)], -1)
-        for t in np.unique(cov.tid[cov.tid >= 0]).tolist():  # the few threads that synchronised
+        for t in unique(cov.tid[cov.tid >= 0]).tolist():  # the few threads that synchronised
             m = tid == t
             if not m.any():
                 continue

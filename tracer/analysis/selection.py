@@ -4,7 +4,6 @@ no pair, would let --fail-on-unordered pass having checked nothing), --range and
 empty picture otherwise). Also the validated parsers of --range and --window."""
 from __future__ import annotations
 
-import difflib
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
@@ -23,6 +22,8 @@ def range_names(trace: Trace, attr: Attribution) -> list[str]:
 
 
 def closest(glob: str, names: Sequence[str]) -> str:
+    import difflib  # start-up: only a glob that matched nothing is looked up (issue 27)
+
     near = difflib.get_close_matches(glob, names, n=MAX_SUGGESTIONS, cutoff=0.0)
     return ", ".join(repr(n) for n in near) if near else "none: no GPU operation is inside an NVTX range"
 

@@ -4,6 +4,8 @@ the writers (the capture, tracer/capture/nsys_schema.py; synthetic traces) and t
 records memory loads it at exit."""
 
 FLAG = "TRACER_MEMORY"  # META_DATA_EXPORT name, "1" when the tables were recorded
+READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
+QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
 
 MEMORY_TABLES: dict[str, str] = {
     "TRACER_OPS": "id INTEGER PRIMARY KEY, kind INTEGER NOT NULL, nameId INTEGER, globalTid INTEGER, start INTEGER NOT NULL, "

@@ -37,6 +37,7 @@ from tracer.errors import TraceFormatError
 from tracer.interner import Interner
 from tracer.jsonkeys import DuplicateKey, unique_keys
 from tracer.store.inputs import open_text
+from tracer.model.arrays import unique
 from tracer.model.trace import COPY_KIND_CODES, MEMCPY, MEMSET, Apis, EventRecord, Kernels, Ranges, Sync, SyncKind, Trace, Transfers, from_columns
 from tracer.readers.nsys_reader import ProcessKeys
 
@@ -347,7 +348,7 @@ class _Processes:
 
     def __init__(self, path: Path, corr: np.ndarray, pid: np.ndarray) -> None:
         self.path, self.corr, self.pid = path, corr, pid  # corr sorted
-        self.several = len(np.unique(pid)) > 1
+        self.several = len(unique(pid)) > 1
 
     def of(self, corr: np.ndarray, what: str) -> np.ndarray:
         if not self.several:
@@ -357,7 +358,7 @@ class _Processes:
         if (lo == hi).any():
             bad = int(corr[np.argmax(lo == hi)])
             raise TraceFormatError(f"{self.path}: a {what} event with correlation id {bad} has no runtime call, in a trace of "
-                                   f"{len(np.unique(self.pid))} processes: cannot tell whose it is (profile one process per file)")
+                                   f"{len(unique(self.pid))} processes: cannot tell whose it is (profile one process per file)")
         last = np.maximum(hi - 1, 0)
         shared = self.pid[at] != self.pid[last]
         if shared.any():

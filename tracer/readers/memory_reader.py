@@ -18,13 +18,13 @@ import numpy as np
 
 from tracer.errors import TraceFormatError
 from tracer.format.memory_tables import FLAG, MEMORY_TABLES, WINDOW  # writers import MEMORY_TABLES from here too
+from tracer.format.memory_tables import READ as READ, WRITE as WRITE  # re-exported: the access mode bits, for the readers' callers
 from tracer.model.memory import (Allocations, BackwardLaunches, CaptureWindow, ForwardOps, GraphLaunches, GraphNodes, HostQueries,
                                          KernelAccesses, LaunchAccesses, LaunchUnknown, Memory)
+from tracer.model.arrays import unique
 from tracer.model.trace import Kernels, expand_ranges, from_columns
 from tracer.readers.sqlite_tables import TIME_LIMIT, Col, SqliteTables, is_integer, type_check
 
-READ, WRITE = 1, 2  # TRACER_MEMORY_ACCESS.mode bits (3: both)
-QUERY_EVENT, QUERY_STREAM = 1, 2  # TRACER_HOST_QUERIES.kind
 MAX_CLONE_DEPTH = 64  # graph node clones of clones followed (instantiation clones once, cudaGraphClone adds one)
 OPS = [Col("id", None), Col("kind", None), Col("nameId"), Col("globalTid"), Col("start", None), Col("seqNr"),
        Col("bwdSeqNr"), Col("correlationId")]
@@ -116,7 +116,7 @@ def graph_nodes(node: np.ndarray, corr: np.ndarray, original: np.ndarray) -> Gra
             at = parent[at]
         return made.get(at, -1)
 
-    keys = np.unique(node)
+    keys = unique(node)
     return GraphNodes(keys, np.array([maker(n) for n in keys.tolist()], dtype=np.int64),
                       np.array([parent.get(n, n) for n in keys.tolist()], dtype=np.int64))
 

@@ -9,16 +9,22 @@ strings stored as BLOBs) is one TraceFormatError naming the table and column.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from tracer.errors import TraceFormatError
-from tracer.readers.memory_reader import start_memory
+from tracer.format.memory_tables import FLAG, MEMORY_TABLES
+from tracer.model.arrays import unique
 from tracer.model.trace import (MEMCPY, MEMSET, PROCESS_SHIFT, Apis, EventRecord, Kernels, Ranges, StreamOrigin, Sync, SyncKind,
                                 Trace, Transfers, raw_id)
 from tracer.readers.sqlite_tables import Col, SqliteTables, connect
+
+if TYPE_CHECKING:
+    from tracer.model.memory import Memory
 
 KERNEL_TABLE = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY_TABLE, MEMSET_TABLE = "CUPTI_ACTIVITY_KIND_MEMCPY", "CUPTI_ACTIVITY_KIND_MEMSET"
@@ -123,7 +129,7 @@ class ProcessKeys:
 
     def __init__(self, path: Path, *processes: np.ndarray) -> None:
         self.path = path
-        self.procs = np.unique(np.concatenate(processes)) if processes else np.zeros(0, dtype=np.int64)
+        self.procs = unique(np.concatenate(processes)) if processes else np.zeros(0, dtype=np.int64)
         self.several = len(self.procs) > 1
 
     def key(self, raw: np.ndarray, proc: np.ndarray, what: str) -> np.ndarray:
@@ -174,10 +180,16 @@ def read_transfers(db: SqliteTables) -> tuple[Transfers, np.ndarray]:
                      copy_kind=copy_kind[o], bytes=size[o], graph_node=node[o]), proc[o]
 
 
+API_TABLE = "CUPTI_ACTIVITY_KIND_RUNTIME"
+# Below this many API calls, a second connection and a thread cost more than they overlap: the table
+# is read in the caller's thread (start-up on small traces, issue 27; docs/benchmarks.md).
+THREADED_API_ROWS = 20_000
+
+
 def fetch_apis(db: SqliteTables) -> Apis:
     """The runtime and driver calls sorted by correlation id, with their StringIds ids as names
     (read on a connection of its own beside the other tables; named_apis maps the names)."""
-    table = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    table = API_TABLE
     if table not in db.tables:
         e = np.zeros(0, dtype=np.int64)
         return Apis(start=e, end=e, tid=e, corr=e, name=e)
@@ -284,6 +296,17 @@ def record_errors(meta: dict[str, str]) -> dict[str, tuple[int, str]]:
     return out
 
 
+def start_memory(db: SqliteTables, meta: dict[str, str]) -> Callable[[], Memory | None]:
+    """memory_reader.start_memory for a trace with a TRACER_ memory table or the TRACER_MEMORY flag;
+    for any other, a function giving None, with neither the memory reader nor its model imported
+    (start-up: issue 27)."""
+    if meta.get(FLAG) != "1" and not any(t in db.tables for t in MEMORY_TABLES):
+        return lambda: None
+    from tracer.readers.memory_reader import start_memory as start
+
+    return start(db, meta)
+
+
 def read_nsys_sqlite(path: Path) -> Trace:
     con = connect(path)
     try:
@@ -292,7 +315,7 @@ def read_nsys_sqlite(path: Path) -> Trace:
             raise TraceFormatError(f"{path}: no {KERNEL_TABLE} table (not an nsys export with CUDA tracing, "
                                    "or a capture that recorded no kernel)")
         meta = read_meta(db)
-        memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis)
+        memory, fetching_apis = start_memory(db, meta), db.in_sibling(fetch_apis, threaded=not db.rows_at_most(API_TABLE, THREADED_API_ROWS))
         db.read_strings()
         kernels, k_proc, graph = read_kernels(db, allow_empty="TRACER_PRODUCER" in meta)
         check_contexts(db)

@@ -83,6 +83,17 @@ class InThread(threading.Thread, Generic[T]):
         return self.value  # type: ignore[return-value]  # value is T once run() ended without an error
 
 
+class Later(Generic[T]):
+    """InThread's interface for work too small to be worth a thread: fn() runs in the caller's
+    thread when result() is asked, so its errors come where a thread's would."""
+
+    def __init__(self, fn: Callable[[], T]) -> None:
+        self.fn = fn
+
+    def result(self) -> T:
+        return self.fn()
+
+
 class SqliteTables:
     """One open export: typed column reads and the StringIds table as positions in `strings`."""
 
@@ -105,9 +116,13 @@ class SqliteTables:
         finally:
             own.con.close()
 
-    def in_sibling(self, fn: Callable[[SqliteTables], T]) -> InThread[T]:
+    def in_sibling(self, fn: Callable[[SqliteTables], T], threaded: bool = True) -> InThread[T] | Later[T]:
         """fn run in a thread on a sibling() of this file: what it returns cannot hold positions in
-        strings (the sibling reads no StringIds), only StringIds ids for the caller to remap."""
+        strings (the sibling reads no StringIds), only StringIds ids for the caller to remap.
+        threaded False: on this connection, in the caller's thread, when the result is asked."""
+        if not threaded:
+            return Later(lambda: fn(self))
+
         def run() -> T:
             with self.sibling() as own:
                 return fn(own)
@@ -125,6 +140,18 @@ class SqliteTables:
             raise TraceFormatError(f"{self.path}: {where}: corrupt or unreadable ({exc})") from exc
         except (ValueError, TypeError, OverflowError, MemoryError) as exc:
             raise TraceFormatError(f"{self.path}: {where}: unreadable values ({type(exc).__name__}: {exc})") from exc
+
+    def rows_at_most(self, table: str, limit: int) -> bool:
+        """Whether the table holds at most `limit` rows, by its largest rowid (one index lookup; a
+        missing table holds none); False when that cannot be read, so the caller takes the path
+        that reads the table as before."""
+        if table not in self.tables:
+            return True
+        try:
+            top = self.con.execute(f"SELECT max(rowid) FROM {table}").fetchone()[0]
+        except sqlite3.DatabaseError:
+            return False
+        return top is None or (isinstance(top, int) and top <= limit)
 
     def columns(self, table: str) -> set[str]:
         with self.reading(table):
