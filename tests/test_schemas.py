@@ -156,6 +156,17 @@ def test_trace_run_writes_valid_command_environment_and_verdict(script: str, tmp
     assert_valid("verdict" if script == "one" else "job", verdict)
 
 
+def test_verdict_of_an_nsys_trace_run(capsys: pytest.CaptureFixture[str]) -> None:
+    """`trace run --backend nsys` adds the run's fields to the analysis, with no untraced list (nsys
+    traces the whole process tree; the H200 run writes it: tests/gpu/test_nsys_gpu.py)."""
+    from tracer.app.trace_run import untraced_json
+
+    doc = output(capsys, "trace", "analyze", str(DATA / "traces" / "cast_transpose_dgrad.sqlite"), "--json")
+    doc |= {"target_exit": 0, "partial": False, "stopped": None, "ending": [], "untraced": untraced_json(None)}
+    assert doc["untraced"] is None
+    assert_valid("verdict", doc)
+
+
 def test_imports_write_a_valid_command_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["trace", "import", str(DATA / "hazards" / "war.sqlite"), "-o", str(tmp_path / "t")]) == 0
     assert main(["profile", "import", str(DATA / "ncu" / "cast_transpose_1024.raw.csv"), "-o", str(tmp_path / "p")]) == 0
