@@ -67,7 +67,9 @@ def test_foreign_program_end_to_end(train_run: Path) -> None:
     assert_valid("command", command)
     assert_valid("verdict", verdict)
     assert verdict["producer"].startswith("nsys 2025.") and verdict["kernels"] >= 40
-    assert len(verdict["streams"]) == 2 and verdict["unattributed"] == 0
+    # only copies run outside every range (the weights' HtoD, the loss's DtoH; tests/test_nsys_fixtures.py
+    # checks every kernel is in its range on this program's capture)
+    assert len(verdict["streams"]) == 2 and verdict["unattributed"] <= verdict["operations"]["memcpy"]
     assert verdict["event_records"] >= 4 and verdict["event_edges"] >= 4 and verdict["unmatched_waits"] == 0
     assert {"step0", "step3", "prepare", "forward", "backward", "optimizer", "profile"} <= range_names(train_run / "trace.sqlite")
     assert verdict["hazards"] == {"memory": False, "note": verdict["hazards"]["note"]}
