@@ -25,7 +25,7 @@ HAZARDS = ("RAW", "WAR", "WAW", "reuse")
 def exits(out: Path) -> dict[str, str]:
     path = out / "logs" / "exits.txt"
     pairs = [line.split() for line in path.read_text().splitlines()] if path.is_file() else []
-    return {p[0]: p[1] for p in pairs if len(p) == 2}
+    return {p[0]: p[1] for p in pairs if len(p) >= 2}  # name, exit status[, seconds]
 
 
 def verdict_json(path: Path) -> dict:

@@ -15,26 +15,12 @@ OUT=${OUT:-/tmp/out}
 R=/tmp/ops-runs
 rm -rf "$R"
 mkdir -p "$OUT/logs" "$OUT/traces" "$R"
-export PYTHONUNBUFFERED=1 TRACER_CACHE_DIR=/tmp/tracer-cache
-if ls ../../.whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site ../../.whl/*.whl 2>&1 | tail -2
-  export PYTHONPATH=$PWD:/tmp/site
-else
-  export PYTHONPATH=$PWD
-fi
+source scripts/device_common.sh  # environment, carried wheels, run_one
 PY=${PY:-python3}
 STEPS=${*:-capture}
 END=$(( $(date +%s) + ${DEADLINE:-280} - 15 ))
 ALSO=${ALSO:-raw_no_wait event_ordered graph_no_wait}
 
-run_one() {  # name timeout cmd...
-  local name=$1 limit=$2; shift 2
-  local left=$(( END - $(date +%s) ))
-  if [ "$left" -lt 10 ]; then echo "$name skipped" >> "$OUT/logs/exits.txt"; return; fi
-  [ "$limit" -gt "$left" ] && limit=$left
-  timeout "$limit" "$@" > "$OUT/logs/$name.log" 2>&1
-  echo "$name $?" >> "$OUT/logs/exits.txt"
-}
 export -f run_one
 export OUT R PY END
 
