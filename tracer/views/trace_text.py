@@ -118,9 +118,9 @@ def pair_lines(a: Analysis) -> list[str]:
 def unknown_waits_note(a: Analysis) -> list[str]:
     if not a.unmatched_waits:
         return []
-    return [f"note: {a.unmatched_waits} stream wait(s) on an event whose record is not in the trace (the capture did not "
-            "record cudaEventRecord: nsys needs --cuda-event-trace=true): they order nothing here, so a pair only they "
-            "order shows as UNORDERED"]
+    return [f"note: {a.unmatched_waits} stream wait(s) on an event whose record is not in the trace: they order nothing "
+            "here, so a pair only they order shows as UNORDERED (an event never recorded while tracing, whose wait CUDA "
+            "completes at once; or records the capture left out: nsys needs --cuda-event-trace=true)"]
 
 
 def format_analysis(a: Analysis) -> str:
