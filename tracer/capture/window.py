@@ -97,11 +97,7 @@ class MemoryWindow:
         opens = isinstance(name, str) and self.spec.opens(name)
         self._stack().append(opens)
         if opens:
-            with self.lock:
-                self.depth += 1
-                if self.depth == 1:
-                    self.began = self.clock()
-                    self._set(True)
+            self._open()
 
     def pop(self) -> None:
         s = self._stack()
@@ -112,16 +108,19 @@ class MemoryWindow:
         """A start/end range (any thread may end it): its id, 1 when it opened the window."""
         opens = isinstance(name, str) and self.spec.opens(name)
         if opens:
-            with self.lock:
-                self.depth += 1
-                if self.depth == 1:
-                    self.began = self.clock()
-                    self._set(True)
+            self._open()
         return int(opens)
 
     def end(self, opened: int) -> None:
         if opened:
             self._close()
+
+    def _open(self) -> None:
+        with self.lock:
+            self.depth += 1
+            if self.depth == 1:
+                self.began = self.clock()
+                self._set(True)
 
     def _close(self) -> None:
         with self.lock:
