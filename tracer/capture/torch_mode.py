@@ -349,6 +349,9 @@ def start_recording(rec: MemoryRecorder, torch: ModuleType, *, dispatch: bool = 
     mode = None
     if dispatch:
         mode = make_mode(rec, torch, timing)
+        # this thread's autograd sequence number now, so that its first op counts as creating a node
+        # only if it moves the number (autograd may have run before: a test, a later window)
+        rec.tls.last_seq = torch._C._autograd._get_sequence_nr()
         mode.__enter__()
     if allocator and "cuda" in rec.devices:
         try:
