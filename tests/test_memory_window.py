@@ -5,7 +5,6 @@ collected by scripts/capture_hazard_fixtures.py --only) are judged here with no 
 from __future__ import annotations
 
 import ctypes
-import shutil
 import sqlite3
 import threading
 import time
@@ -15,6 +14,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import DATA
+from tests.trace_synthetic import copy_with
 from tracer.capture.fastrecords import FastRecords, dtype_name
 from tracer.capture.memory_recorder import MemoryRecorder
 from tracer.capture.records import Mode
@@ -156,13 +156,8 @@ def test_window_capture_judges_its_steps_and_counts_the_rest_as_not_judged() -> 
 def test_a_named_window_without_its_intervals_still_fails_closed(tmp_path: Path) -> None:
     """TRACER_MEMORY_WINDOWS emptied (a truncated capture): the operations without memory sets are all
     outside the (unknown) window, still counted and failing the check, none judged as clean."""
-    path = tmp_path / "t.sqlite"
-    shutil.copyfile(FIXTURES / "window_steps.sqlite", path)
-    con = sqlite3.connect(path)
-    with con:
-        con.execute("DELETE FROM TRACER_MEMORY_WINDOWS")
-        con.execute("DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_MEMORY_WINDOW'")
-    con.close()
+    path = copy_with(FIXTURES / "window_steps.sqlite", tmp_path / "t.sqlite", "DELETE FROM TRACER_MEMORY_WINDOWS",
+                     "DELETE FROM META_DATA_EXPORT WHERE name = 'TRACER_MEMORY_WINDOW'")
     a = analyze(load_trace(path))
     h = a.hazards
     assert h is not None

@@ -6,13 +6,12 @@ not judged, never as clean."""
 from __future__ import annotations
 
 import json
-import shutil
-import sqlite3
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import DATA
+from tests.trace_synthetic import copy_with
 from tracer.analysis.analyze import Analysis, analyze
 from tracer.readers.load import load_trace
 from tracer.analysis.ordering import Verdict
@@ -113,12 +112,7 @@ def test_graph_branch_race_is_found_in_each_replay_and_never_between_replays() -
 def test_without_its_edges_a_branched_graph_is_counted_not_judged(tmp_path: Path) -> None:
     """The same capture with TRACER_GRAPH_EDGES dropped (a capture that could not read them): no
     hazard between replays, and the branches' pairs fail the check as not judged."""
-    path = tmp_path / "t.sqlite"
-    shutil.copyfile(FIXTURES / "ops_graph_branches.sqlite", path)
-    con = sqlite3.connect(path)
-    with con:
-        con.execute("DELETE FROM TRACER_GRAPH_EDGES")
-    con.close()
+    path = copy_with(FIXTURES / "ops_graph_branches.sqlite", tmp_path / "t.sqlite", "DELETE FROM TRACER_GRAPH_EDGES")
     a = analyze(load_trace(path))
     h = a.hazards
     assert h is not None and h.found == 0
@@ -129,13 +123,9 @@ def test_without_its_edges_a_branched_graph_is_counted_not_judged(tmp_path: Path
 def test_copies_whose_records_lack_addresses_are_not_judged_never_clean(tmp_path: Path) -> None:
     """ops_driver_copies with its copy-argument ops (TRACER_OPS kind 4) dropped: the copies and the
     memset have no bytes, so they are counted as not judged and --fail-on-hazard fails."""
-    path = tmp_path / "t.sqlite"
-    shutil.copyfile(FIXTURES / "ops_driver_copies.sqlite", path)
-    con = sqlite3.connect(path)
-    with con:
-        con.execute("DELETE FROM TRACER_MEMORY_ACCESS WHERE opId IN (SELECT id FROM TRACER_OPS WHERE kind = 4)")
-        con.execute("DELETE FROM TRACER_OPS WHERE kind = 4")
-    con.close()
+    path = copy_with(FIXTURES / "ops_driver_copies.sqlite", tmp_path / "t.sqlite",
+                     "DELETE FROM TRACER_MEMORY_ACCESS WHERE opId IN (SELECT id FROM TRACER_OPS WHERE kind = 4)",
+                     "DELETE FROM TRACER_OPS WHERE kind = 4")
     a = analyze(load_trace(path))
     h = a.hazards
     assert h is not None and h.found == 0
